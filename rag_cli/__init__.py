@@ -1,0 +1,1 @@
+"""The ``rag`` command line: the service's entry point for people and CI."""

@@ -1,0 +1,105 @@
+"""``rag doctor``: prove every configured model loads and answers, and time each step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from tools.config import Settings, masked
+from tools.models import ROLES, chat_model, chat_spec, embeddings
+
+PROBE_SENTENCE = "Retrieval augmented generation answers questions from documents."
+PROBE_PROMPT = "Reply with one short sentence: what is 2 + 2?"
+
+
+@dataclass
+class ModelCheck:
+    kind: str
+    spec: str
+    roles: list[str] = field(default_factory=list)
+    loaded: bool = False
+    load_s: float | None = None
+    first_call_s: float | None = None
+    detail: str = ""
+    error: str | None = None
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser("doctor", help="check configuration and every configured model")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _check_chat(settings: Settings, spec: str, roles: list[str]) -> ModelCheck:
+    check = ModelCheck("chat", spec, roles)
+    started = time.perf_counter()
+    try:
+        model = chat_model(settings, roles[0])  # type: ignore[arg-type]
+        if hasattr(model, "_loaded"):  # local: force the load so it is timed on its own
+            model._loaded()
+        check.load_s = round(time.perf_counter() - started, 3)
+        check.loaded = True
+        started = time.perf_counter()
+        reply = model.invoke([HumanMessage(PROBE_PROMPT)], max_tokens=16)
+        check.first_call_s = round(time.perf_counter() - started, 3)
+        usage = reply.usage_metadata or {}
+        check.detail = f"{reply.text.strip()[:80]!r} ({usage.get('output_tokens', '?')} tokens)"
+    except Exception as exc:  # doctor reports every failure instead of stopping at the first
+        check.error = f"{type(exc).__name__}: {exc}"
+    return check
+
+
+def _check_embeddings(settings: Settings) -> ModelCheck:
+    check = ModelCheck("embedding", settings.embedding_model, ["embedding"])
+    started = time.perf_counter()
+    try:
+        model = embeddings(settings)
+        if hasattr(model, "load_seconds"):
+            model.load_seconds  # noqa: B018 - force the load so it is timed on its own
+        check.load_s = round(time.perf_counter() - started, 3)
+        check.loaded = True
+        started = time.perf_counter()
+        vector = model.embed_query(PROBE_SENTENCE)
+        check.first_call_s = round(time.perf_counter() - started, 3)
+        check.detail = f"{len(vector)}-d vector"
+    except Exception as exc:
+        check.error = f"{type(exc).__name__}: {exc}"
+    return check
+
+
+def diagnose(settings: Settings) -> dict[str, Any]:
+    by_spec: dict[str, list[str]] = {}
+    for role in ROLES:
+        by_spec.setdefault(str(chat_spec(settings, role)), []).append(role)
+    checks = [_check_chat(settings, spec, roles) for spec, roles in by_spec.items()]
+    checks.append(_check_embeddings(settings))
+    return {
+        "ok": all(c.error is None for c in checks),
+        "config": masked(settings),
+        "models": [asdict(c) for c in checks],
+    }
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.json:
+        print("configuration:")
+        for key, value in masked(settings).items():
+            print(f"  {key:22} {value}")
+        print("models (loading each and making one call):", flush=True)
+    report = diagnose(settings)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for c in report["models"]:
+            status = "ok  " if c["error"] is None else "FAIL"
+            timing = f"load {c['load_s']}s, first call {c['first_call_s']}s"
+            print(f"  {status} {c['kind']:9} {c['spec']:24} roles={','.join(c['roles'])}")
+            print(f"       {timing}; {c['error'] or c['detail']}")
+        print("doctor: all models working" if report["ok"] else "doctor: problems found")
+    return 0 if report["ok"] else 1

@@ -1,0 +1,74 @@
+"""``rag`` subcommands. Each one loads the shared Settings first, so bad config fails fast."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tools.config import ConfigError, Settings, load_settings
+from tools.errors import ModelError
+from tools.local_assets import AssetError
+
+Command = Callable[[argparse.Namespace, Settings], int]
+
+_FLAG_SETTINGS = ("data_dir", "generator_model", "query_model", "verifier_model", "embedding_model")
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="path to a rag.toml (default: ./rag.toml if present)")
+    for name in _FLAG_SETTINGS:
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            default=None,
+            help=f"overrides RAG_{name.upper()}",
+        )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any setting, e.g. --set llm_timeout_s=60",
+    )
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    values: dict[str, Any] = {name: getattr(args, name) for name in _FLAG_SETTINGS}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        values[key.strip()] = value
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from rag_cli import doctor, setup
+
+    parser = argparse.ArgumentParser(prog="rag", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in (setup, doctor):
+        command_parser = module.register(sub)
+        _add_common(command_parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(_overrides(args), config_file=args.config)
+        return args.run(args, settings)
+    except (ConfigError, AssetError, ModelError) as exc:
+        print(f"rag {args.command}: error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    except KeyboardInterrupt:
+        print(f"rag {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

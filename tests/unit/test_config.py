@@ -1,0 +1,75 @@
+from pathlib import Path
+
+import pytest
+
+from tools.config import ConfigError, load_settings, masked
+
+
+def test_defaults_are_local_models(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = load_settings(environ={})
+    assert (s.generator_model, s.query_model, s.verifier_model) == ("local",) * 3
+    assert s.embedding_model == "local"
+    assert s.data_dir == Path(".rag")
+
+
+def test_precedence_toml_then_env_then_override(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rag.toml").write_text("llm_max_tokens = 100\nllm_timeout_s = 5\nllm_threads = 1\n")
+    env = {"RAG_LLM_TIMEOUT_S": "7", "RAG_LLM_THREADS": "2"}
+    s = load_settings({"llm_threads": 3}, environ=env)
+    assert (s.llm_max_tokens, s.llm_timeout_s, s.llm_threads) == (100, 7.0, 3)
+
+
+def test_rag_table_in_toml(tmp_path):
+    cfg = tmp_path / "custom.toml"
+    cfg.write_text('[rag]\ngenerator_model = "openai:gpt-4o-mini"\n')
+    assert load_settings(config_file=cfg, environ={}).generator_model == "openai:gpt-4o-mini"
+
+
+def test_bad_model_spec_names_setting_and_accepted_values(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_settings(environ={"RAG_VERIFIER_MODEL": "ollama:llama3"})
+    msg = str(err.value)
+    assert "verifier_model" in msg and "RAG_VERIFIER_MODEL" in msg
+    assert "openai:<model>" in msg and "litellm:" in msg
+
+
+def test_unknown_env_setting_is_rejected(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="RAG_GENERATOR_MODLE is not a setting"):
+        load_settings(environ={"RAG_GENERATOR_MODLE": "local"})
+
+
+def test_out_of_range_value_says_where_it_came_from(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"llm_context_tokens = '10' \(from RAG_LLM_CONTEXT"):
+        load_settings(environ={"RAG_LLM_CONTEXT_TOKENS": "10"})
+
+
+def test_unknown_toml_key_lists_known_settings(tmp_path):
+    cfg = tmp_path / "rag.toml"
+    cfg.write_text("chunk_sizee = 3\n")
+    with pytest.raises(ConfigError, match=r"chunk_sizee .*unknown setting; known settings: "):
+        load_settings(config_file=cfg, environ={})
+
+
+def test_missing_explicit_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(config_file=tmp_path / "nope.toml", environ={})
+
+
+def test_invalid_toml(tmp_path):
+    cfg = tmp_path / "rag.toml"
+    cfg.write_text("this is = = not toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(config_file=cfg, environ={})
+
+
+def test_masked_hides_secrets(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    shown = masked(load_settings(environ={}))
+    assert shown["openai_api_key"] == "***"
+    assert "sk-secret" not in str(shown)

@@ -1,0 +1,1 @@
+"""What the graph nodes and the ingestion pipeline call: config, models, stores, retrievers."""

@@ -1,0 +1,161 @@
+"""The one configuration object every entry point shares.
+
+Precedence, lowest to highest: defaults < ``rag.toml`` < ``RAG_*`` environment
+variables < explicit overrides (CLI flags, the server's per-assistant config,
+Python keyword arguments). Everything is validated once, at start-up, so a typo
+fails before any model loads, with a message naming the setting and what it accepts.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tools.model_spec import parse_model_spec
+
+ENV_PREFIX = "RAG_"
+DEFAULT_CONFIG_FILE = "rag.toml"
+
+
+class ConfigError(ValueError):
+    """A setting is wrong; the message says which one and what to set instead."""
+
+
+class Settings(BaseModel):
+    """Service settings. Field names map to ``RAG_<NAME>`` env vars and ``rag.toml`` keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    data_dir: Path = Field(
+        Path(".rag"), description="All persistent state (indexes, traces, reports) lives here."
+    )
+    cache_dir: Path = Field(
+        Path("~/.cache/agentic-rag"),
+        description="Heavy reusable artifacts: built wheels and assembled model files.",
+    )
+
+    generator_model: str = Field("local", description="Chat model that writes the answer.")
+    query_model: str = Field("local", description="Chat model that rephrases/expands queries.")
+    verifier_model: str = Field("local", description="Second LLM that checks grounding.")
+    embedding_model: str = Field("local", description="Embedding model for chunks and queries.")
+
+    llm_context_tokens: int = Field(4096, ge=512, le=32768, description="Local LLM context size.")
+    llm_threads: int = Field(0, ge=0, description="Local LLM threads; 0 means all cores.")
+    llm_max_tokens: int = Field(512, ge=1, le=8192, description="Cap on generated tokens.")
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    llm_timeout_s: float = Field(
+        180.0, gt=0, description="A model call taking longer than this fails with a timeout."
+    )
+    llm_max_retries: int = Field(2, ge=0, le=10, description="Retries on malformed/failed calls.")
+    embedding_batch_size: int = Field(64, ge=1, le=4096)
+
+    @field_validator("generator_model", "query_model", "verifier_model")
+    @classmethod
+    def _chat_spec(cls, value: str) -> str:
+        parse_model_spec(value, kind="chat")
+        return value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _embedding_spec(cls, value: str) -> str:
+        parse_model_spec(value, kind="embedding")
+        return value
+
+    @field_validator("data_dir", "cache_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return Path(os.path.expandvars(str(value))).expanduser()
+
+    def resolved_cache_dir(self) -> Path:
+        return self.cache_dir.resolve()
+
+
+def _from_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    # Allow either top-level keys or a [rag] table.
+    return dict(data.get("rag", data))
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    names = set(Settings.model_fields)
+    values: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        name = key[len(ENV_PREFIX) :].lower()
+        if name in names:
+            values[name] = value
+        elif name not in {"config"}:
+            raise ConfigError(
+                f"{key} is not a setting. Known: "
+                + ", ".join(ENV_PREFIX + n.upper() for n in sorted(names))
+            )
+    return values
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge defaults, rag.toml, RAG_* env vars and overrides; validate; explain failures."""
+    environ = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    explicit = config_file or environ.get("RAG_CONFIG")
+    path = Path(explicit) if explicit else Path(DEFAULT_CONFIG_FILE)
+    if path.is_file():
+        for key, value in _from_toml(path).items():
+            merged[key], sources[key] = value, str(path)
+    elif explicit:
+        raise ConfigError(f"config file {path} does not exist (set RAG_CONFIG or --config)")
+
+    for key, value in _from_env(environ).items():
+        merged[key], sources[key] = value, f"{ENV_PREFIX}{key.upper()}"
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            merged[key], sources[key] = value, "override"
+
+    try:
+        return Settings(**merged)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, sources)) from None
+
+
+def _explain(exc: ValidationError, sources: Mapping[str, str]) -> str:
+    lines = ["invalid configuration:"]
+    for err in exc.errors():
+        name = str(err["loc"][0]) if err["loc"] else "?"
+        where = sources.get(name, "default")
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(sorted(Settings.model_fields))
+            lines.append(f"  {name} (from {where}): unknown setting; known settings: {known}")
+            continue
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(
+            f"  {name} = {err.get('input')!r} (from {where}): {msg}. "
+            f"Set {ENV_PREFIX}{name.upper()} or '{name}' in {DEFAULT_CONFIG_FILE}."
+        )
+    return "\n".join(lines)
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """Settings as plain data for display, with any credentials in model specs hidden."""
+    out: dict[str, Any] = {}
+    for key, value in settings.model_dump().items():
+        out[key] = str(value) if isinstance(value, Path) else value
+    for key in ("OPENAI_API_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY"):
+        if os.environ.get(key):
+            out[key.lower()] = "***"
+    return out

@@ -1,0 +1,232 @@
+"""An in-process llama.cpp chat model that behaves like any other LangChain chat model.
+
+Why our own wrapper: we need one loaded model per process shared by every role
+(generator, query writer, verifier), safe under concurrent callers (llama.cpp is
+not re-entrant, so calls are serialised by a per-model lock), a deadline that
+actually stops generation, token usage on every call (Langfuse shows it), and
+grammar-constrained JSON so structured outputs always parse.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from pydantic import BaseModel, Field
+
+from tools.errors import LLMTimeoutError
+
+_REGISTRY_LOCK = threading.Lock()
+_LOADED: dict[tuple[str, int, int], _Loaded] = {}
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "user"}
+
+
+class _Loaded:
+    """A llama.cpp model plus the lock that serialises calls into it."""
+
+    def __init__(self, path: str, n_ctx: int, n_threads: int) -> None:
+        from llama_cpp import Llama  # heavy import, deferred to first use
+
+        started = time.perf_counter()
+        self.llama = Llama(
+            model_path=path,
+            n_ctx=n_ctx,
+            n_threads=n_threads or None,
+            verbose=False,
+        )
+        self.load_seconds = time.perf_counter() - started
+        self.lock = threading.Lock()
+
+
+def shared_model(path: str, n_ctx: int, n_threads: int) -> _Loaded:
+    """Load a GGUF once per process; later callers with the same settings share it."""
+    key = (str(Path(path).resolve()), n_ctx, n_threads)
+    with _REGISTRY_LOCK:
+        if key not in _LOADED:
+            _LOADED[key] = _Loaded(*key)
+        return _LOADED[key]
+
+
+def release_all() -> None:
+    """Free every loaded model (on server shutdown or between tests)."""
+    with _REGISTRY_LOCK:
+        for loaded in _LOADED.values():
+            with loaded.lock:
+                loaded.llama.close()
+        _LOADED.clear()
+
+
+def _to_llama_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
+    return [
+        {"role": _ROLES.get(m.type, "user"), "content": m.text if hasattr(m, "text") else ""}
+        for m in messages
+    ]
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> UsageMetadata:
+    return UsageMetadata(
+        input_tokens=prompt_tokens,
+        output_tokens=completion_tokens,
+        total_tokens=prompt_tokens + completion_tokens,
+    )
+
+
+class ChatLocalLlama(BaseChatModel):
+    """Chat model backed by a verified local GGUF file run with llama-cpp-python."""
+
+    model_path: str
+    model_name: str = Field(description="Shown in traces as the generation's model.")
+    n_ctx: int = 4096
+    n_threads: int = 0
+    max_tokens: int = 512
+    temperature: float = 0.0
+    timeout_s: float = 180.0
+    stop: list[str] | None = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "llama-cpp-local"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "n_ctx": self.n_ctx}
+
+    def _loaded(self) -> _Loaded:
+        return shared_model(self.model_path, self.n_ctx, self.n_threads)
+
+    def _call_kwargs(self, stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        call = {
+            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+            "temperature": kwargs.get("temperature", self.temperature),
+            "stop": stop or self.stop or [],
+        }
+        if kwargs.get("response_format"):
+            call["response_format"] = kwargs["response_format"]
+        return call
+
+    def _acquire(self, loaded: _Loaded, deadline: float) -> None:
+        if not loaded.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise LLMTimeoutError(
+                f"{self.model_name}: waited {self.timeout_s:.0f}s for the model to be free "
+                "(another call holds it); raise llm_timeout_s or reduce concurrency"
+            )
+
+    def _deadline_guard(self, deadline: float) -> Any:
+        """A logits processor runs once per generated token: the one hook inside llama.cpp's
+        chat loop where an over-long generation can be stopped (by raising)."""
+        from llama_cpp import LogitsProcessorList
+
+        def guard(_ids: Any, scores: Any) -> Any:
+            if time.monotonic() > deadline:
+                raise LLMTimeoutError(
+                    f"{self.model_name}: no complete answer within "
+                    f"llm_timeout_s={self.timeout_s:.0f}s"
+                )
+            return scores
+
+        return LogitsProcessorList([guard])
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        loaded = self._loaded()
+        deadline = time.monotonic() + self.timeout_s
+        self._acquire(loaded, deadline)
+        try:
+            out = loaded.llama.create_chat_completion(
+                messages=_to_llama_messages(messages),
+                logits_processor=self._deadline_guard(deadline),
+                **self._call_kwargs(stop, kwargs),
+            )
+        finally:
+            loaded.lock.release()
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        message = AIMessage(
+            content=choice["message"].get("content") or "",
+            usage_metadata=_usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
+            response_metadata={
+                "finish_reason": choice.get("finish_reason"),
+                "model_name": self.model_name,
+            },
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        loaded = self._loaded()
+        deadline = time.monotonic() + self.timeout_s
+        llama_messages = _to_llama_messages(messages)
+        self._acquire(loaded, deadline)
+        produced = 0
+        finish_reason = None
+        try:
+            prompt_tokens = self._count_prompt_tokens(loaded, llama_messages)
+            for part in loaded.llama.create_chat_completion(
+                messages=llama_messages,
+                stream=True,
+                logits_processor=self._deadline_guard(deadline),
+                **self._call_kwargs(stop, kwargs),
+            ):
+                choice = part["choices"][0]
+                finish_reason = choice.get("finish_reason") or finish_reason
+                text = choice.get("delta", {}).get("content") or ""
+                if not text:
+                    continue
+                produced += 1
+                chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
+                if run_manager:
+                    run_manager.on_llm_new_token(text, chunk=chunk)
+                yield chunk
+        finally:
+            loaded.lock.release()
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                usage_metadata=_usage(prompt_tokens, produced),
+                response_metadata={"finish_reason": finish_reason, "model_name": self.model_name},
+            )
+        )
+
+    @staticmethod
+    def _count_prompt_tokens(loaded: _Loaded, messages: list[dict[str, str]]) -> int:
+        text = "\n".join(m["content"] for m in messages)
+        return len(loaded.llama.tokenize(text.encode("utf-8"), add_bos=False)) + 4 * len(messages)
+
+    def with_structured_output(
+        self, schema: dict[str, Any] | type[BaseModel], *, include_raw: bool = False, **_: Any
+    ) -> Runnable:
+        """Constrain decoding with llama.cpp's JSON-schema grammar, then parse.
+
+        The grammar guarantees syntax; a reply cut off by max_tokens still fails to
+        parse and surfaces as ``ModelOutputError`` (see tools.structured for retries).
+        """
+        from tools.structured import parser_for
+
+        json_schema = schema if isinstance(schema, dict) else schema.model_json_schema()
+        if include_raw:
+            raise ValueError("include_raw=True is not supported by the local model")
+        bound = self.bind(
+            response_format={"type": "json_object", "schema": json.loads(json.dumps(json_schema))}
+        )
+        return bound | parser_for(schema)

@@ -1,0 +1,102 @@
+"""Model factories: a spec string in, a LangChain chat model or embeddings out.
+
+Switching any role to a hosted or self-hosted model is a configuration change
+(``RAG_GENERATOR_MODEL=openai:qwen@http://127.0.0.1:8000/v1``), never a code change.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+
+from tools.config import ConfigError, Settings
+from tools.local_assets import DEFAULT_LLM, resolve_gguf
+from tools.model_spec import ModelSpec, parse_model_spec
+
+Role = Literal["generator", "query", "verifier"]
+ROLES: tuple[Role, ...] = ("generator", "query", "verifier")
+
+# litellm fetches a cost map from the internet at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def chat_spec(settings: Settings, role: Role) -> ModelSpec:
+    return parse_model_spec(getattr(settings, f"{role}_model"), kind="chat")
+
+
+def chat_model(settings: Settings, role: Role) -> BaseChatModel:
+    """The chat model configured for ``role``; local models are shared, not reloaded."""
+    spec = chat_spec(settings, role)
+    if spec.provider == "local":
+        from tools.local_llm import ChatLocalLlama
+
+        path = resolve_gguf(spec.name, settings.resolved_cache_dir())
+        return ChatLocalLlama(
+            model_path=str(path),
+            model_name=spec.name or DEFAULT_LLM.name,
+            n_ctx=settings.llm_context_tokens,
+            n_threads=settings.llm_threads,
+            max_tokens=settings.llm_max_tokens,
+            temperature=settings.llm_temperature,
+            timeout_s=settings.llm_timeout_s,
+        )
+    if spec.provider == "openai":
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(
+            model=spec.name,
+            base_url=spec.base_url,
+            api_key=_openai_key(spec, f"RAG_{role.upper()}_MODEL"),
+            temperature=settings.llm_temperature,
+            max_tokens=settings.llm_max_tokens,
+            timeout=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+        )
+    from langchain_litellm import ChatLiteLLM
+
+    return ChatLiteLLM(
+        model=spec.name,
+        api_base=spec.base_url,
+        temperature=settings.llm_temperature,
+        max_tokens=settings.llm_max_tokens,
+        request_timeout=settings.llm_timeout_s,
+        max_retries=settings.llm_max_retries,
+    )
+
+
+def embeddings(settings: Settings) -> Embeddings:
+    spec = parse_model_spec(settings.embedding_model, kind="embedding")
+    if spec.provider == "local":
+        from tools.local_embeddings import LocalSentenceEmbeddings
+
+        return LocalSentenceEmbeddings(spec.name or None, batch_size=settings.embedding_batch_size)
+    if spec.provider == "openai":
+        from langchain_openai import OpenAIEmbeddings
+
+        return OpenAIEmbeddings(
+            model=spec.name,
+            base_url=spec.base_url,
+            api_key=_openai_key(spec, "RAG_EMBEDDING_MODEL"),
+            check_embedding_ctx_length=False,  # else it downloads a tokenizer file
+            chunk_size=settings.embedding_batch_size,
+            max_retries=settings.llm_max_retries,
+            request_timeout=settings.llm_timeout_s,
+        )
+    from langchain_litellm import LiteLLMEmbeddings
+
+    return LiteLLMEmbeddings(model=spec.name, api_base=spec.base_url)
+
+
+def _openai_key(spec: ModelSpec, setting: str) -> str:
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        return key
+    if spec.base_url:  # self-hosted OpenAI-compatible servers usually ignore the key
+        return "not-needed"
+    raise ConfigError(
+        f"{setting}={spec} needs OPENAI_API_KEY, or a base URL for an OpenAI-compatible "
+        f"server: openai:{spec.name}@http://host:port/v1"
+    )
