@@ -10,6 +10,7 @@ grammar-constrained JSON so structured outputs always parse.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -42,7 +43,9 @@ class _Loaded:
         self.llama = Llama(
             model_path=path,
             n_ctx=n_ctx,
-            n_threads=n_threads or None,
+            # llama-cpp-python defaults to half the cores; prefill and decode both scale
+            n_threads=n_threads or os.cpu_count(),
+            n_threads_batch=n_threads or os.cpu_count(),
             verbose=False,
         )
         self.load_seconds = time.perf_counter() - started
@@ -122,20 +125,54 @@ class ChatLocalLlama(BaseChatModel):
                 "(another call holds it); raise llm_timeout_s or reduce concurrency"
             )
 
-    def _deadline_guard(self, deadline: float) -> Any:
-        """A logits processor runs once per generated token: the one hook inside llama.cpp's
-        chat loop where an over-long generation can be stopped (by raising)."""
-        from llama_cpp import LogitsProcessorList
+    def _run(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        kwargs: dict[str, Any],
+        outcome: dict[str, Any],
+    ) -> Iterator[str]:
+        """Yield text deltas from llama.cpp, holding the model lock throughout.
 
-        def guard(_ids: Any, scores: Any) -> Any:
-            if time.monotonic() > deadline:
-                raise LLMTimeoutError(
-                    f"{self.model_name}: no complete answer within "
-                    f"llm_timeout_s={self.timeout_s:.0f}s"
-                )
-            return scores
+        Always streams internally: between tokens is the only place an over-long
+        generation can be stopped (llama.cpp's callbacks swallow exceptions), and
+        closing the stream ends generation cleanly. Fills ``outcome`` with the
+        finish reason and token counts when done.
+        """
+        loaded = self._loaded()
+        deadline = time.monotonic() + self.timeout_s
+        self._acquire(loaded, deadline)
+        produced = 0
+        try:
+            stream = loaded.llama.create_chat_completion(
+                messages=_to_llama_messages(messages),
+                stream=True,
+                **self._call_kwargs(stop, kwargs),
+            )
+            try:
+                for part in stream:
+                    if time.monotonic() > deadline:
+                        raise LLMTimeoutError(
+                            f"{self.model_name}: no complete answer within "
+                            f"llm_timeout_s={self.timeout_s:g}s"
+                        )
+                    choice = part["choices"][0]
+                    outcome["finish_reason"] = choice.get("finish_reason") or outcome.get(
+                        "finish_reason"
+                    )
+                    text = choice.get("delta", {}).get("content") or ""
+                    if text:
+                        produced += 1  # llama-cpp-python streams one token per chunk
+                        yield text
+            finally:
+                stream.close()
+            # the context now holds prompt + generated tokens
+            outcome["usage"] = _usage(max(loaded.llama.n_tokens - produced, 0), produced)
+        finally:
+            loaded.lock.release()
 
-        return LogitsProcessorList([guard])
+    def _metadata(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        return {"finish_reason": outcome.get("finish_reason"), "model_name": self.model_name}
 
     def _generate(
         self,
@@ -144,26 +181,12 @@ class ChatLocalLlama(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        loaded = self._loaded()
-        deadline = time.monotonic() + self.timeout_s
-        self._acquire(loaded, deadline)
-        try:
-            out = loaded.llama.create_chat_completion(
-                messages=_to_llama_messages(messages),
-                logits_processor=self._deadline_guard(deadline),
-                **self._call_kwargs(stop, kwargs),
-            )
-        finally:
-            loaded.lock.release()
-        choice = out["choices"][0]
-        usage = out.get("usage") or {}
+        outcome: dict[str, Any] = {}
+        text = "".join(self._run(messages, stop, kwargs, outcome))
         message = AIMessage(
-            content=choice["message"].get("content") or "",
-            usage_metadata=_usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
-            response_metadata={
-                "finish_reason": choice.get("finish_reason"),
-                "model_name": self.model_name,
-            },
+            content=text,
+            usage_metadata=outcome["usage"],
+            response_metadata=self._metadata(outcome),
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -174,44 +197,19 @@ class ChatLocalLlama(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        loaded = self._loaded()
-        deadline = time.monotonic() + self.timeout_s
-        llama_messages = _to_llama_messages(messages)
-        self._acquire(loaded, deadline)
-        produced = 0
-        finish_reason = None
-        try:
-            prompt_tokens = self._count_prompt_tokens(loaded, llama_messages)
-            for part in loaded.llama.create_chat_completion(
-                messages=llama_messages,
-                stream=True,
-                logits_processor=self._deadline_guard(deadline),
-                **self._call_kwargs(stop, kwargs),
-            ):
-                choice = part["choices"][0]
-                finish_reason = choice.get("finish_reason") or finish_reason
-                text = choice.get("delta", {}).get("content") or ""
-                if not text:
-                    continue
-                produced += 1
-                chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
-                if run_manager:
-                    run_manager.on_llm_new_token(text, chunk=chunk)
-                yield chunk
-        finally:
-            loaded.lock.release()
+        outcome: dict[str, Any] = {}
+        for text in self._run(messages, stop, kwargs, outcome):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
+            if run_manager:
+                run_manager.on_llm_new_token(text, chunk=chunk)
+            yield chunk
         yield ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",
-                usage_metadata=_usage(prompt_tokens, produced),
-                response_metadata={"finish_reason": finish_reason, "model_name": self.model_name},
+                usage_metadata=outcome["usage"],
+                response_metadata=self._metadata(outcome),
             )
         )
-
-    @staticmethod
-    def _count_prompt_tokens(loaded: _Loaded, messages: list[dict[str, str]]) -> int:
-        text = "\n".join(m["content"] for m in messages)
-        return len(loaded.llama.tokenize(text.encode("utf-8"), add_bos=False)) + 4 * len(messages)
 
     def with_structured_output(
         self, schema: dict[str, Any] | type[BaseModel], *, include_raw: bool = False, **_: Any

@@ -1,0 +1,22 @@
+"""Shared fixtures. Tests never read the user's rag.toml or RAG_* variables."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tools.config import Settings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(monkeypatch, tmp_path):
+    for key in list(os.environ):
+        if key.startswith("RAG_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings()
