@@ -46,13 +46,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rag_cli import doctor, setup
+    from rag_cli import doctor, ingest_cmd, setup
 
     parser = argparse.ArgumentParser(prog="rag", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (setup, doctor):
-        command_parser = module.register(sub)
-        _add_common(command_parser)
+    for module in (setup, doctor, ingest_cmd):
+        registered = module.register(sub)
+        for command_parser in registered if isinstance(registered, list) else [registered]:
+            _add_common(command_parser)
     return parser
 
 

@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tools.model_spec import parse_model_spec
 
@@ -54,6 +61,26 @@ class Settings(BaseModel):
     llm_max_retries: int = Field(2, ge=0, le=10, description="Retries on malformed/failed calls.")
     embedding_batch_size: int = Field(64, ge=1, le=4096)
 
+    collection: str = Field(
+        "docs",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]$",
+        description="Default collection name (3-64 chars: letters, digits, . _ -).",
+    )
+    chroma_host: str = Field(
+        "", description="host:port of a Chroma server; empty keeps Chroma embedded on disk."
+    )
+    hnsw_ef_search: int = Field(
+        256, ge=10, le=100_000, description="HNSW search breadth; higher is closer to exact."
+    )
+    splitter: str = Field("auto", description="Default partitioning strategy for ingestion.")
+    chunk_size: int | None = Field(
+        None, ge=1, le=100_000, description="Chunk size in the splitter's unit; empty = default."
+    )
+    chunk_overlap: int | None = Field(
+        None, ge=0, le=99_999, description="Overlap in the splitter's unit; empty = default."
+    )
+    max_file_bytes: int = Field(20_000_000, ge=1, description="Larger files are skipped.")
+
     @field_validator("generator_model", "query_model", "verifier_model")
     @classmethod
     def _chat_spec(cls, value: str) -> str:
@@ -65,6 +92,25 @@ class Settings(BaseModel):
     def _embedding_spec(cls, value: str) -> str:
         parse_model_spec(value, kind="embedding")
         return value
+
+    @field_validator("splitter")
+    @classmethod
+    def _splitter(cls, value: str) -> str:
+        allowed = ("auto", "structure", "chars", "tokens", "sentences", "lines")
+        if value not in allowed:
+            raise ValueError(f"unknown splitter; use one of {', '.join(allowed)}")
+        return value
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> Settings:
+        if None not in (self.chunk_size, self.chunk_overlap) and (
+            self.chunk_overlap >= self.chunk_size  # type: ignore[operator]
+        ):
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size "
+                f"({self.chunk_size})"
+            )
+        return self
 
     @field_validator("data_dir", "cache_dir")
     @classmethod

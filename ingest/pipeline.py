@@ -1,0 +1,271 @@
+"""Extract -> partition -> embed -> persist, incremental and safe to interrupt.
+
+Per file, the order is: upsert vectors, commit the manifest, delete superseded
+vectors. The manifest commit is the only step readers trust, so a run killed at
+any point leaves each file either as it was or as it is now; the next run removes
+the orphaned vectors and finishes the job. Unchanged files are recognised from
+size and mtime (then content hash) and cost nothing; unchanged texts inside
+changed or renamed files reuse their stored vectors instead of being re-embedded.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from tqdm import tqdm
+
+from ingest.derive import derived_chunks
+from ingest.extract import ExtractError, ExtractOptions, discover, extract_file, source_root
+from ingest.partition import PartitionOptions, partition
+from tools.collection import Collection
+from tools.config import Settings
+from tools.documents import Chunk, ExtractedDocument, short_hash
+from tools.errors import ModelError
+from tools.keyword_index import tokenize
+from tools.manifest import DocumentEntry, FileRecord
+
+# Files are committed in groups so embedding batches span files (throughput) while
+# memory and the work lost to an interruption stay bounded.
+GROUP_CHUNKS = 512
+
+
+class IngestError(RuntimeError):
+    """Ingestion stopped (``--strict`` and a bad file); the collection is as before it."""
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    partition: PartitionOptions = field(default_factory=PartitionOptions)
+    extract: ExtractOptions = field(default_factory=ExtractOptions)
+    derive: bool = False
+    prune: bool = False
+    strict: bool = False
+
+    def config_hash(self, embedding_model: str) -> str:
+        """Anything that changes the chunks or vectors of an unchanged file."""
+        return short_hash(
+            json.dumps(asdict(self.partition), sort_keys=True, default=str),
+            json.dumps(asdict(self.extract), sort_keys=True),
+            str(self.derive),
+            embedding_model,
+            length=16,
+        )
+
+
+@dataclass
+class IngestReport:
+    collection: str
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_removed: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    chunks_added: int = 0
+    chunks_deleted: int = 0
+    chunks_embedded: int = 0
+    vectors_reused: int = 0
+    orphans_removed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks_added / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "chunks_per_s": round(self.chunks_per_s, 1)}
+
+
+@dataclass
+class _Pending:
+    record: FileRecord
+    documents: list[tuple[ExtractedDocument, list[Chunk]]]
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        return [c for _, chunks in self.documents for c in chunks]
+
+
+@contextmanager
+def _exclusive(collection: Collection) -> Iterator[None]:
+    """One writer per collection: orphan removal must not race another run's uploads."""
+    lock_path = collection.manifest.path.with_suffix(".lock")
+    with lock_path.open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IngestError(
+                f"another ingestion into {collection.name!r} is running (lock {lock_path})"
+            ) from None
+        yield
+
+
+def _embed_with_retry(embedder: Embeddings, texts: list[str], attempts: int) -> list[list[float]]:
+    """Remote providers fail transiently; back off 1 s, 2 s, 4 s... before giving up."""
+    for attempt in range(attempts + 1):
+        try:
+            return embedder.embed_documents(texts)
+        except Exception:
+            if attempt == attempts:
+                raise
+            time.sleep(2**attempt)
+    raise AssertionError("unreachable")
+
+
+class Ingestor:
+    def __init__(
+        self,
+        settings: Settings,
+        collection: Collection,
+        embedder: Embeddings,
+        options: IngestOptions,
+        *,
+        progress: bool = True,
+        llm_factory: Callable[[], BaseChatModel] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.collection = collection
+        self.embedder = embedder
+        self.options = options
+        self.progress = progress
+        self.llm_factory = llm_factory
+        self.config_hash = options.config_hash(settings.embedding_model)
+        self._llm: BaseChatModel | None = None
+
+    def run(self, paths: Sequence[str | Path]) -> IngestReport:
+        started = time.perf_counter()
+        report = IngestReport(self.collection.name)
+        files = discover(paths, self.options.include, self.options.exclude)
+        report.files_seen = len(files)
+        with _exclusive(self.collection):
+            report.orphans_removed = self.collection.remove_orphans()
+            pending = self._changed(files, report)
+            if pending:  # an unchanged collection never even loads the embedding model
+                self._bind_embedding()
+            for group in self._groups(pending):
+                self._persist(group, report)
+            if self.options.prune:
+                self._prune(paths, {source for _, source in files}, report)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _bind_embedding(self) -> None:
+        probe = self.embedder.embed_query("dimension probe")
+        self.collection.bind_embedding(self.settings.embedding_model, len(probe))
+
+    def _changed(self, files: list[tuple[Path, str]], report: IngestReport) -> list[_Pending]:
+        """Extract and partition new or changed files; unchanged ones are only counted."""
+        manifest = self.collection.manifest
+        pending: list[_Pending] = []
+        bar = tqdm(files, desc="extract", unit="file", disable=not self.progress)
+        for path, source in bar:
+            stat = path.stat()
+            record = FileRecord(source, stat.st_size, stat.st_mtime_ns, self.config_hash)
+            if manifest.file_record(source) == record:
+                report.files_unchanged += 1
+                continue
+            try:
+                docs = extract_file(path, source, self.options.extract)
+            except ExtractError as exc:
+                if self.options.strict:
+                    raise IngestError(f"{source}: {exc} (--strict; nothing was changed)") from exc
+                report.skipped.append({"path": source, "reason": str(exc)})
+                continue
+            known = manifest.document_hashes(source)
+            if manifest.file_record(source) and known == {d.source: d.content_hash for d in docs}:
+                manifest.touch_file(record)  # touched or re-saved, same content
+                report.files_unchanged += 1
+                continue
+            pending.append(_Pending(record, [(d, self._chunks(d, report)) for d in docs]))
+        return pending
+
+    def _chunks(self, doc: ExtractedDocument, report: IngestReport) -> list[Chunk]:
+        chunks = partition(doc, self.options.partition)
+        if not self.options.derive:
+            return chunks
+        if self._llm is None and self.llm_factory is not None and doc.kind != "csv":
+            self._llm = self.llm_factory()
+        try:
+            return chunks + derived_chunks(doc, self._llm)
+        except ModelError as exc:  # the plain chunks are still worth indexing
+            report.warnings.append(f"{doc.source}: no derived documents ({exc})")
+            return chunks
+
+    @staticmethod
+    def _groups(pending: list[_Pending]) -> Iterator[list[_Pending]]:
+        group: list[_Pending] = []
+        size = 0
+        for item in pending:
+            group.append(item)
+            size += len(item.chunks)
+            if size >= GROUP_CHUNKS:
+                yield group
+                group, size = [], 0
+        if group:
+            yield group
+
+    def _vectors(self, chunks: list[Chunk], report: IngestReport) -> list[list[float]]:
+        reused = self.collection.vectors.vectors_for_text_hashes(c.text_hash for c in chunks)
+        missing = list(
+            dict.fromkeys(c.embed_text or c.text for c in chunks if c.text_hash not in reused)
+        )
+        fresh: dict[str, list[float]] = {}
+        batch = self.settings.embedding_batch_size
+        with tqdm(
+            total=len(missing), desc="embed", unit="chunk", disable=not self.progress or not missing
+        ) as bar:
+            for start in range(0, len(missing), batch):
+                texts = missing[start : start + batch]
+                vectors = _embed_with_retry(self.embedder, texts, self.settings.llm_max_retries)
+                fresh.update(zip(texts, vectors, strict=True))
+                bar.update(len(texts))
+        report.chunks_embedded += len(missing)
+        report.vectors_reused += sum(1 for c in chunks if c.text_hash in reused)
+        return [reused.get(c.text_hash) or fresh[c.embed_text or c.text] for c in chunks]
+
+    def _persist(self, group: list[_Pending], report: IngestReport) -> None:
+        manifest = self.collection.manifest
+        chunks = [c for item in group for c in item.chunks]
+        self.collection.vectors.upsert(chunks, self._vectors(chunks, report))
+        for item in group:
+            old_ids = manifest.chunk_ids_of_file(item.record.file)
+            entries = [
+                DocumentEntry(
+                    d.source,
+                    d.doc_id,
+                    d.content_hash,
+                    d.kind,
+                    d.title,
+                    [(c, tokenize(c.embed_text or c.text)) for c in cs],
+                )
+                for d, cs in item.documents
+            ]
+            manifest.replace_file(item.record, entries)  # the commit point
+            new_ids = {c.id for c in item.chunks}
+            self.collection.vectors.delete(old_ids - new_ids)
+            report.files_indexed += 1
+            report.chunks_added += len(new_ids - old_ids)
+            report.chunks_deleted += len(old_ids - new_ids)
+
+    def _prune(self, paths: Sequence[str | Path], seen: set[str], report: IngestReport) -> None:
+        """Remove files under ``paths`` that were not found this time; others are untouched."""
+        manifest = self.collection.manifest
+        roots = [source_root(p) for p in paths]
+        for file in manifest.files():
+            if file in seen or not any(file == r or file.startswith(r + "/") for r in roots):
+                continue
+            old_ids = manifest.chunk_ids_of_file(file)
+            manifest.remove_file(file)
+            self.collection.vectors.delete(old_ids)
+            report.files_removed += 1
+            report.chunks_deleted += len(old_ids)

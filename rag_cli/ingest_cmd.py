@@ -1,0 +1,161 @@
+"""``rag ingest``, ``rag collections`` and ``rag inspect``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ingest.extract import ExtractOptions
+from ingest.partition import SPLITTERS, PartitionOptions
+from ingest.pipeline import IngestError, IngestOptions, Ingestor, IngestReport
+from tools.collection import Collection, list_collections
+from tools.config import Settings
+from tools.models import chat_model, embeddings
+
+
+def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    ingest = sub.add_parser("ingest", help="add files or folders to a collection (incremental)")
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("--collection", help="collection name (default: settings.collection)")
+    ingest.add_argument("--include", action="append", default=[], metavar="GLOB")
+    ingest.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+    ingest.add_argument("--splitter", choices=SPLITTERS)
+    ingest.add_argument(
+        "--splitter-for",
+        action="append",
+        default=[],
+        metavar="KIND=SPLITTER",
+        help="per file type, e.g. --splitter-for pdf=lines",
+    )
+    ingest.add_argument("--chunk-size", type=int)
+    ingest.add_argument("--overlap", type=int)
+    ingest.add_argument("--json-text-field", default="text")
+    ingest.add_argument("--json-id-field", default="id")
+    ingest.add_argument(
+        "--derive",
+        action="store_true",
+        help="also index LLM summaries/QA pairs and per-field table rows",
+    )
+    ingest.add_argument(
+        "--prune", action="store_true", help="remove files under PATH that no longer exist"
+    )
+    ingest.add_argument("--strict", action="store_true", help="stop at the first unreadable file")
+    ingest.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    ingest.set_defaults(run=run_ingest)
+
+    collections = sub.add_parser("collections", help="list collections with counts and settings")
+    collections.add_argument("--json", action="store_true")
+    collections.set_defaults(run=run_collections)
+
+    inspect = sub.add_parser("inspect", help="show how a source was chunked")
+    inspect.add_argument("source", help="source name as listed in the collection")
+    inspect.add_argument("--collection")
+    inspect.set_defaults(run=run_inspect)
+    return [ingest, collections, inspect]
+
+
+def _options(args: argparse.Namespace, settings: Settings) -> IngestOptions:
+    per_kind = {}
+    for item in args.splitter_for:
+        kind, sep, splitter = item.partition("=")
+        if not sep or splitter not in SPLITTERS:
+            raise IngestError(f"--splitter-for expects KIND=SPLITTER ({', '.join(SPLITTERS)})")
+        per_kind[kind] = splitter
+    size = args.chunk_size or settings.chunk_size
+    overlap = settings.chunk_overlap if args.overlap is None else args.overlap
+    try:
+        partition = PartitionOptions(args.splitter or settings.splitter, size, overlap, per_kind)
+    except ValueError as exc:
+        raise IngestError(str(exc)) from None
+    return IngestOptions(
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+        partition=partition,
+        extract=ExtractOptions(
+            max_file_bytes=settings.max_file_bytes,
+            json_text_field=args.json_text_field,
+            json_id_field=args.json_id_field,
+        ),
+        derive=args.derive,
+        prune=args.prune,
+        strict=args.strict,
+    )
+
+
+def _print_report(report: IngestReport) -> None:
+    r = report
+    print(
+        f"collection {r.collection}: {r.files_seen} files seen, {r.files_indexed} indexed, "
+        f"{r.files_unchanged} unchanged, {len(r.skipped)} skipped, {r.files_removed} removed"
+    )
+    print(
+        f"chunks: {r.chunks_added} added, {r.chunks_deleted} deleted "
+        f"({r.chunks_embedded} embedded, {r.vectors_reused} vectors reused)"
+    )
+    print(f"time: {r.seconds:.2f}s ({r.chunks_per_s:.1f} chunks/s)")
+    for item in r.skipped:
+        print(f"skipped {item['path']}: {item['reason']}")
+    for warning in r.warnings:
+        print(f"warning: {warning}")
+    if r.orphans_removed:
+        print(f"cleaned up {r.orphans_removed} vectors left by an interrupted run")
+
+
+def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        options = _options(args, settings)
+        collection = Collection(settings, args.collection, create=True)
+        ingestor = Ingestor(
+            settings,
+            collection,
+            embeddings(settings),
+            options,
+            progress=not args.json,
+            llm_factory=lambda: chat_model(settings, "generator"),
+        )
+        report = ingestor.run(args.paths)
+    except (IngestError, FileNotFoundError) as exc:
+        print(f"rag ingest: error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        _print_report(report)
+    return 0
+
+
+def run_collections(args: argparse.Namespace, settings: Settings) -> int:
+    rows = []
+    for name in list_collections(settings):
+        col = Collection(settings, name)
+        rows.append(col.stats())
+        col.close()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"no collections in {settings.data_dir}; create one with `rag ingest PATH`")
+    for row in [] if args.json else rows:
+        print(
+            f"{row['name']}: {row['files']} files, {row['documents']} documents, "
+            f"{row['chunks']} chunks, embedded with {row.get('embedding_model', '?')}"
+        )
+    return 0
+
+
+def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
+    collection = Collection(settings, args.collection)
+    chunks = collection.manifest.chunks_of_source(args.source)
+    if not chunks:
+        print(f"rag inspect: no chunks for {args.source!r} in {collection.name!r}", file=sys.stderr)
+        return 1
+    for c in chunks:
+        where = f"page {c.page} " if c.page else ""
+        where += f"lines {c.start_line}-{c.end_line}" if c.start_line else ""
+        angle = f" embedded as {c.embed_text[:60]!r}" if c.embed_text else ""
+        print(
+            f"[{c.kind} {c.chunk_index + 1}/{c.chunk_count}] {where} chars "
+            f"{c.start_char}-{c.end_char} {c.heading}{angle}"
+        )
+        print("    " + c.text[:160].replace("\n", " ") + ("..." if len(c.text) > 160 else ""))
+    return 0

@@ -1,0 +1,62 @@
+"""Every vector-store backend runs the same contract suite: embedded Chroma and a real
+``chroma run`` server started on 127.0.0.1 for the session."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import chromadb
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    exe = shutil.which("chroma", path=str(Path(sys.executable).parent))
+    assert exe, "the chroma CLI ships with chromadb; it must be in the venv"
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            exe,
+            "run",
+            "--path",
+            str(tmp_path_factory.mktemp("chroma-server")),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+            break
+        except Exception:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("chroma server did not start within 30 s")
+            time.sleep(0.2)
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(params=["embedded", "server"])
+def backend_settings(request, tmp_path):
+    from tools.config import load_settings
+
+    host = request.getfixturevalue("chroma_server") if request.param == "server" else ""
+    return load_settings({"data_dir": tmp_path / "data", "chroma_host": host})

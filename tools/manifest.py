@@ -1,0 +1,230 @@
+"""The collection manifest: the single source of truth for what is committed.
+
+A SQLite file per collection records every ingested file, its documents and their
+chunks (text and BM25 tokens). Vector-store writes happen *before* a file's
+manifest transaction and deletions *after* it, so the manifest commit is the one
+atomic step: readers only trust chunk ids the manifest lists, and vectors of an
+interrupted run are orphans that the next run removes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.documents import Chunk
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    file TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, config_hash TEXT, ingested_at REAL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    source TEXT PRIMARY KEY, file TEXT NOT NULL, doc_id TEXT NOT NULL, file_hash TEXT NOT NULL,
+    kind TEXT, title TEXT, chunk_count INTEGER
+);
+CREATE INDEX IF NOT EXISTS documents_file ON documents(file);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY, source TEXT NOT NULL, doc_id TEXT NOT NULL, chunk_index INTEGER,
+    kind TEXT, text TEXT NOT NULL, tokens TEXT NOT NULL, metadata TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, chunk_index);
+"""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    file: str
+    size: int
+    mtime_ns: int
+    config_hash: str
+
+
+@dataclass(frozen=True)
+class DocumentEntry:
+    """A document's chunks as they will be committed, with each chunk's BM25 tokens."""
+
+    source: str
+    doc_id: str
+    file_hash: str
+    kind: str
+    title: str
+    chunks: list[tuple[Chunk, list[str]]]
+
+
+class Manifest:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # --- collection settings -------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
+
+    def set_meta(self, values: dict[str, Any]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in values.items()],
+            )
+
+    def generation(self) -> int:
+        """Bumped by every commit that changes chunks, also by other processes: caches built
+        from the manifest (the BM25 index, the committed-id set) are keyed by it."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def _bump(db: sqlite3.Connection) -> None:
+        db.execute(
+            "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) "
+            "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    # --- files ------------------------------------------------------------------------------
+    def file_record(self, file: str) -> FileRecord | None:
+        row = self._db.execute(
+            "SELECT file, size, mtime_ns, config_hash FROM files WHERE file = ?", (file,)
+        ).fetchone()
+        return FileRecord(*row) if row else None
+
+    def files(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT file FROM files ORDER BY file")]
+
+    def document_hashes(self, file: str) -> dict[str, str]:
+        rows = self._db.execute("SELECT source, file_hash FROM documents WHERE file = ?", (file,))
+        return dict(rows.fetchall())
+
+    def chunk_ids_of_file(self, file: str) -> set[str]:
+        rows = self._db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON c.source = d.source WHERE d.file = ?",
+            (file,),
+        )
+        return {r[0] for r in rows}
+
+    def touch_file(self, record: FileRecord) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
+                (record.file, record.size, record.mtime_ns, record.config_hash, time.time()),
+            )
+
+    def replace_file(self, record: FileRecord, documents: Iterable[DocumentEntry]) -> None:
+        """Atomically swap everything known about ``record.file`` for ``documents``."""
+        with self._transaction() as db:
+            self._delete_file(db, record.file)
+            self._bump(db)
+            db.execute(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?)",
+                (record.file, record.size, record.mtime_ns, record.config_hash, time.time()),
+            )
+            for doc in documents:
+                db.execute(
+                    "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        doc.source,
+                        record.file,
+                        doc.doc_id,
+                        doc.file_hash,
+                        doc.kind,
+                        doc.title,
+                        len(doc.chunks),
+                    ),
+                )
+                db.executemany(
+                    "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            c.id,
+                            c.source,
+                            c.doc_id,
+                            c.chunk_index,
+                            c.kind,
+                            c.text,
+                            " ".join(toks),
+                            json.dumps(c.to_metadata()),
+                        )
+                        for c, toks in doc.chunks
+                    ],
+                )
+
+    def remove_file(self, file: str) -> None:
+        with self._transaction() as db:
+            self._delete_file(db, file)
+            self._bump(db)
+
+    @staticmethod
+    def _delete_file(db: sqlite3.Connection, file: str) -> None:
+        db.execute(
+            "DELETE FROM chunks WHERE source IN (SELECT source FROM documents WHERE file = ?)",
+            (file,),
+        )
+        db.execute("DELETE FROM documents WHERE file = ?", (file,))
+        db.execute("DELETE FROM files WHERE file = ?", (file,))
+
+    # --- chunks -----------------------------------------------------------------------------
+    def chunk_ids(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT id FROM chunks")}
+
+    def tokens(self) -> tuple[list[str], list[list[str]]]:
+        rows = self._db.execute("SELECT id, tokens FROM chunks ORDER BY id").fetchall()
+        return [r[0] for r in rows], [r[1].split() for r in rows]
+
+    def chunks(self, ids: Iterable[str]) -> dict[str, Chunk]:
+        ids = list(ids)
+        out: dict[str, Chunk] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for cid, text, meta in self._db.execute(
+                f"SELECT id, text, metadata FROM chunks WHERE id IN ({marks})", part
+            ):
+                out[cid] = Chunk.from_metadata(text, json.loads(meta))
+        return out
+
+    def chunks_of_source(self, source: str) -> list[Chunk]:
+        rows = self._db.execute(
+            "SELECT text, metadata FROM chunks WHERE source = ? ORDER BY kind, chunk_index",
+            (source,),
+        )
+        return [Chunk.from_metadata(text, json.loads(meta)) for text, meta in rows]
+
+    def neighbours(self, doc_id: str, first: int, last: int) -> list[Chunk]:
+        """Plain chunks ``first..last`` (inclusive) of a document, in order."""
+        rows = self._db.execute(
+            "SELECT text, metadata FROM chunks WHERE doc_id = ? AND kind = 'chunk' "
+            "AND chunk_index BETWEEN ? AND ? ORDER BY chunk_index",
+            (doc_id, first, last),
+        )
+        return [Chunk.from_metadata(text, json.loads(meta)) for text, meta in rows]
+
+    def stats(self) -> dict[str, int]:
+        one = self._db.execute
+        return {
+            "files": one("SELECT COUNT(*) FROM files").fetchone()[0],
+            "documents": one("SELECT COUNT(*) FROM documents").fetchone()[0],
+            "chunks": one("SELECT COUNT(*) FROM chunks").fetchone()[0],
+        }

@@ -1,0 +1,92 @@
+"""Chunk vectors in Chroma, embedded on disk or on a Chroma server, via langchain-chroma.
+
+Collections are created in cosine space with an explicit ``ef_search`` (Chroma's
+default L2 space makes LangChain's relevance scores negative, and a low ef makes
+HNSW search very approximate); writes are split below the server's maximum batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import chromadb
+from chromadb.config import Settings as ChromaSettings
+from langchain_chroma import Chroma
+
+from tools.config import ConfigError, Settings
+from tools.documents import Chunk
+
+
+def chroma_client(settings: Settings) -> chromadb.ClientAPI:
+    """An embedded persistent client under the data directory, or a server client."""
+    client_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+    if settings.chroma_host:
+        host, _, port = settings.chroma_host.partition(":")
+        try:
+            return chromadb.HttpClient(host=host, port=int(port or 8000), settings=client_settings)
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot reach the Chroma server at chroma_host={settings.chroma_host!r}: {exc}"
+            ) from exc
+    path = settings.data_dir / "chroma"
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=client_settings)
+
+
+class ChromaChunkStore:
+    """The vector half of a collection. Search returns cosine *distances* (0 = identical)."""
+
+    def __init__(self, client: chromadb.ClientAPI, name: str, ef_search: int) -> None:
+        self.name = name
+        self._store = Chroma(
+            client=client,
+            collection_name=name,
+            collection_configuration={"hnsw": {"space": "cosine", "ef_search": ef_search}},
+        )
+        self._collection = self._store._collection
+        self._max_batch = client.get_max_batch_size()
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+        for start in range(0, len(chunks), self._max_batch):
+            part = chunks[start : start + self._max_batch]
+            self._collection.upsert(
+                ids=[c.id for c in part],
+                embeddings=[list(v) for v in vectors[start : start + self._max_batch]],
+                documents=[c.text for c in part],
+                metadatas=[c.to_metadata() for c in part],
+            )
+
+    def delete(self, ids: Iterable[str]) -> None:
+        ids = list(ids)
+        for start in range(0, len(ids), self._max_batch):
+            self._collection.delete(ids=ids[start : start + self._max_batch])
+
+    def ids(self) -> set[str]:
+        return set(self._collection.get(include=[])["ids"])
+
+    def count(self) -> int:
+        return self._collection.count()
+
+    def vectors_for_text_hashes(self, hashes: Iterable[str]) -> dict[str, list[float]]:
+        """Stored vectors of identical texts, so unchanged text is never embedded twice."""
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[str, list[float]] = {}
+        for start in range(0, len(wanted), 1000):
+            got = self._collection.get(
+                where={"text_hash": {"$in": wanted[start : start + 1000]}},
+                include=["embeddings", "metadatas"],
+            )
+            for meta, vector in zip(got["metadatas"], got["embeddings"], strict=True):
+                found[str(meta["text_hash"])] = list(vector)
+        return found
+
+    def search(
+        self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None
+    ) -> list[tuple[Chunk, float]]:
+        if k <= 0 or self.count() == 0:
+            return []
+        hits = self._store.similarity_search_by_vector_with_relevance_scores(
+            list(vector), k=k, filter=where
+        )
+        return [(Chunk.from_metadata(doc.page_content, doc.metadata), dist) for doc, dist in hits]
