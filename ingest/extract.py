@@ -15,6 +15,7 @@ import io
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -125,7 +126,10 @@ def extract_file(
     if suffix in _UNSUPPORTED:
         raise ExtractError(f"unsupported file type {suffix}")
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read forever
+            raise ExtractError("not a regular file (a pipe, socket or device)")
+        size = info.st_size
         if size > options.max_file_bytes:
             raise ExtractError(
                 f"file is {size / 1e6:.1f} MB, over the {options.max_file_bytes / 1e6:.1f} MB"
@@ -372,6 +376,8 @@ def _load_json(data: bytes, path: Path, source: str, options: ExtractOptions) ->
     return docs
 
 
+# every ExtractedDocument.kind, e.g. for ``--splitter-for KIND=SPLITTER``
+KINDS = ("markdown", "rst", "text", "html", "python", "code", "pdf", "docx", "csv", "json")
 _KINDS = {".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text"}
 _KINDS |= {".py": "python"} | dict.fromkeys(_CODE, "code")
 _LOADERS: dict[str, _Loader] = {

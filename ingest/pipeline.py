@@ -115,9 +115,13 @@ def _embed_with_retry(embedder: Embeddings, texts: list[str], attempts: int) -> 
     for attempt in range(attempts + 1):
         try:
             return embedder.embed_documents(texts)
-        except Exception:
+        except Exception as exc:
             if attempt == attempts:
-                raise
+                raise ModelError(
+                    f"embedding {len(texts)} chunks failed after {attempts + 1} attempts: "
+                    f"{type(exc).__name__}: {exc} (files committed so far are kept; "
+                    "re-run to finish)"
+                ) from exc
             time.sleep(2**attempt)
     raise AssertionError("unreachable")
 
@@ -160,7 +164,13 @@ class Ingestor:
         return report
 
     def _bind_embedding(self) -> None:
-        probe = self.embedder.embed_query("dimension probe")
+        try:
+            probe = self.embedder.embed_query("dimension probe")
+        except Exception as exc:
+            raise ModelError(
+                f"embedding model {self.settings.embedding_model!r} failed: "
+                f"{type(exc).__name__}: {exc} (nothing was changed)"
+            ) from exc
         self.collection.bind_embedding(self.settings.embedding_model, len(probe))
 
     def _changed(self, files: list[tuple[Path, str]], report: IngestReport) -> list[_Pending]:
@@ -169,12 +179,16 @@ class Ingestor:
         pending: list[_Pending] = []
         bar = tqdm(files, desc="extract", unit="file", disable=not self.progress)
         for path, source in bar:
-            stat = path.stat()
-            record = FileRecord(source, stat.st_size, stat.st_mtime_ns, self.config_hash)
-            if manifest.file_record(source) == record:
-                report.files_unchanged += 1
-                continue
             try:
+                try:
+                    stat = path.stat()
+                except OSError as exc:  # e.g. a broken symlink, or deleted since discovery
+                    raise ExtractError(f"cannot read file: {exc.strerror or exc}") from exc
+                record = FileRecord(source, stat.st_size, stat.st_mtime_ns, self.config_hash)
+                stored = manifest.file_record(source)
+                if stored == record:
+                    report.files_unchanged += 1
+                    continue
                 docs = extract_file(path, source, self.options.extract)
             except ExtractError as exc:
                 if self.options.strict:
@@ -182,8 +196,9 @@ class Ingestor:
                 report.skipped.append({"path": source, "reason": str(exc)})
                 continue
             known = manifest.document_hashes(source)
-            if manifest.file_record(source) and known == {d.source: d.content_hash for d in docs}:
-                manifest.touch_file(record)  # touched or re-saved, same content
+            same_config = stored is not None and stored.config_hash == self.config_hash
+            if same_config and known == {d.source: d.content_hash for d in docs}:
+                manifest.touch_file(record)  # touched or re-saved, same content and settings
                 report.files_unchanged += 1
                 continue
             pending.append(_Pending(record, [(d, self._chunks(d, report)) for d in docs]))

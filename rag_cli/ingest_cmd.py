@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
+from pathlib import Path
 
-from ingest.extract import ExtractOptions
+from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor, IngestReport
 from tools.collection import Collection, list_collections
@@ -58,11 +60,14 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
 def _options(args: argparse.Namespace, settings: Settings) -> IngestOptions:
     per_kind = {}
     for item in args.splitter_for:
-        kind, sep, splitter = item.partition("=")
-        if not sep or splitter not in SPLITTERS:
-            raise IngestError(f"--splitter-for expects KIND=SPLITTER ({', '.join(SPLITTERS)})")
+        kind, sep, splitter = (part.strip() for part in item.partition("="))
+        if not sep or kind not in KINDS or splitter not in SPLITTERS:
+            raise IngestError(
+                f"--splitter-for expects KIND=SPLITTER, got {item!r}; KIND is one of "
+                f"{', '.join(KINDS)} and SPLITTER one of {', '.join(SPLITTERS)}"
+            )
         per_kind[kind] = splitter
-    size = args.chunk_size or settings.chunk_size
+    size = settings.chunk_size if args.chunk_size is None else args.chunk_size
     overlap = settings.chunk_overlap if args.overlap is None else args.overlap
     try:
         partition = PartitionOptions(args.splitter or settings.splitter, size, overlap, per_kind)
@@ -105,16 +110,22 @@ def _print_report(report: IngestReport) -> None:
 def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     try:
         options = _options(args, settings)
+        missing = [p for p in args.paths if not Path(p).exists()]
+        if missing:  # checked before the collection is created, so a typo creates nothing
+            raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
         collection = Collection(settings, args.collection, create=True)
-        ingestor = Ingestor(
-            settings,
-            collection,
-            embeddings(settings),
-            options,
-            progress=not args.json,
-            llm_factory=lambda: chat_model(settings, "generator"),
-        )
-        report = ingestor.run(args.paths)
+        try:
+            ingestor = Ingestor(
+                settings,
+                collection,
+                embeddings(settings),
+                options,
+                progress=not args.json,
+                llm_factory=lambda: chat_model(settings, "generator"),
+            )
+            report = ingestor.run(args.paths)
+        finally:
+            collection.close()
     except (IngestError, FileNotFoundError) as exc:
         print(f"rag ingest: error: {exc}", file=sys.stderr)
         return 1
@@ -143,19 +154,35 @@ def run_collections(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _unknown_source(collection: Collection, source: str) -> str:
+    """Why ``source`` has no chunks, with the names the user probably meant."""
+    sources = collection.manifest.sources()
+    inside = [s for s in sources if s.startswith(source + "#")]  # a JSON/JSONL file's records
+    if inside:
+        shown = ", ".join(inside[:5]) + (f" ... ({len(inside)} records)" if len(inside) > 5 else "")
+        return f"{source!r} holds one document per record; inspect one of: {shown}"
+    close = difflib.get_close_matches(source, sources, n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else " (`rag collections` lists counts)"
+    return f"no chunks for {source!r} in collection {collection.name!r}{hint}"
+
+
 def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
     collection = Collection(settings, args.collection)
-    chunks = collection.manifest.chunks_of_source(args.source)
-    if not chunks:
-        print(f"rag inspect: no chunks for {args.source!r} in {collection.name!r}", file=sys.stderr)
-        return 1
+    try:
+        chunks = collection.manifest.chunks_of_source(args.source)
+        if not chunks:
+            print(f"rag inspect: {_unknown_source(collection, args.source)}", file=sys.stderr)
+            return 1
+    finally:
+        collection.close()
+    print(f"{args.source}: {len(chunks)} chunks")
     for c in chunks:
-        where = f"page {c.page} " if c.page else ""
-        where += f"lines {c.start_line}-{c.end_line}" if c.start_line else ""
-        angle = f" embedded as {c.embed_text[:60]!r}" if c.embed_text else ""
-        print(
-            f"[{c.kind} {c.chunk_index + 1}/{c.chunk_count}] {where} chars "
-            f"{c.start_char}-{c.end_char} {c.heading}{angle}"
-        )
+        where = [f"[{c.kind} {c.chunk_index + 1}/{c.chunk_count}]"]
+        where += [f"page {c.page}"] if c.page else []
+        where += [f"lines {c.start_line}-{c.end_line}"] if c.start_line else []
+        where += [f"chars {c.start_char}-{c.end_char}"]
+        where += [f"heading {c.heading!r}"] if c.heading else []
+        where += [f"embedded as {c.embed_text[:60]!r}"] if c.embed_text else []
+        print(" ".join(where))
         print("    " + c.text[:160].replace("\n", " ") + ("..." if len(c.text) > 160 else ""))
     return 0

@@ -46,11 +46,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rag_cli import doctor, ingest_cmd, setup
+    from rag_cli import ask_cmd, doctor, ingest_cmd, setup
 
     parser = argparse.ArgumentParser(prog="rag", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (setup, doctor, ingest_cmd):
+    for module in (setup, doctor, ingest_cmd, ask_cmd):
         registered = module.register(sub)
         for command_parser in registered if isinstance(registered, list) else [registered]:
             _add_common(command_parser)
@@ -63,9 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(_overrides(args), config_file=args.config)
         return args.run(args, settings)
-    except (ConfigError, AssetError, ModelError) as exc:
+    except (AssetError, ModelError) as exc:
         print(f"rag {args.command}: error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, ConfigError) else 1
+        return 1
+    except ValueError as exc:  # ConfigError and invalid input (e.g. an empty question)
+        print(f"rag {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"rag {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 
 from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
 from tools.keyword_index import tokenize
+from tools.structured import parser_for
 
 
 class HashEmbeddings(Embeddings):
@@ -31,3 +37,25 @@ class HashEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self._vector(text)
+
+
+class RuleChat(BaseChatModel):
+    """A chat model whose reply is computed by a Python function of the messages.
+
+    For unit tests of graph logic only; it records every prompt it receives.
+    """
+
+    respond: Callable[[list[BaseMessage]], str]
+    calls: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "rule-chat"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        self.calls.append(list(messages))
+        text = self.respond(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    def with_structured_output(self, schema, **_):
+        return self | parser_for(schema)

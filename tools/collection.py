@@ -7,6 +7,7 @@ invisible: its vectors exist in Chroma but are not committed.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,9 @@ from tools.documents import Chunk
 from tools.keyword_index import KeywordIndex
 from tools.manifest import Manifest
 from tools.vector_store import ChromaChunkStore, chroma_client
+
+# the same rule as Settings.collection (Chroma's own name rule, kept short for file names)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]")
 
 
 def manifest_path(settings: Settings, name: str) -> Path:
@@ -31,6 +35,11 @@ def list_collections(settings: Settings) -> list[str]:
 class Collection:
     def __init__(self, settings: Settings, name: str | None = None, *, create: bool = False):
         self.name = name or settings.collection
+        if not _NAME.fullmatch(self.name) or ".." in self.name:
+            raise ConfigError(
+                f"invalid collection name {self.name!r}: use 3-64 letters, digits, '.', '_' "
+                "or '-', starting and ending with a letter or digit"
+            )
         path = manifest_path(settings, self.name)
         if not create and not path.exists():
             known = ", ".join(list_collections(settings)) or "none yet"

@@ -114,6 +114,9 @@ class Manifest:
     def files(self) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT file FROM files ORDER BY file")]
 
+    def sources(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT source FROM documents ORDER BY source")]
+
     def document_hashes(self, file: str) -> dict[str, str]:
         rows = self._db.execute("SELECT source, file_hash FROM documents WHERE file = ?", (file,))
         return dict(rows.fetchall())

@@ -90,3 +90,9 @@ class ChromaChunkStore:
             list(vector), k=k, filter=where
         )
         return [(Chunk.from_metadata(doc.page_content, doc.metadata), dist) for doc, dist in hits]
+
+    def vectors_for_ids(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        got = self._collection.get(ids=list(ids), include=["embeddings"])
+        return {cid: list(vec) for cid, vec in zip(got["ids"], got["embeddings"], strict=True)}

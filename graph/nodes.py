@@ -1,0 +1,299 @@
+"""The graph's nodes. Each takes the state and the run config and returns an update.
+
+Every node records its own duration in ``timings``; models, collections and the
+retriever come from ``graph.resources`` so nothing is loaded twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from functools import wraps
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel, Field, conlist, create_model
+
+from graph import prompts
+from graph.configuration import settings_for
+from graph.resources import collection, embedder, llm
+from graph.state import State
+from tools.errors import ModelError
+from tools.grounding import cited_numbers, missing_facts, statements, strip_markers
+from tools.rerank import make_reranker, rerank
+from tools.retrieval import HybridRetriever, Passage
+from tools.structured import invoke_structured
+
+Node = Callable[[State, RunnableConfig], dict[str, Any]]
+MAX_DROPPED_LISTED = 20
+
+
+def timed(name: str) -> Callable[[Node], Node]:
+    def decorate(node: Node) -> Node:
+        @wraps(node)
+        def run(state: State, config: RunnableConfig) -> dict[str, Any]:
+            started = time.perf_counter()
+            update = node(state, config)
+            # generate_queries starts a new question: earlier timings on the thread are reset
+            timings = {} if name == "generate_queries" else dict(state.get("timings") or {})
+            timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - started, 4)
+            return {**update, "timings": timings}
+
+        return run
+
+    return decorate
+
+
+def validate_question(question: Any, limit: int) -> str:
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string")
+    if len(question) > limit:
+        raise ValueError(f"question is {len(question)} characters, over max_question_chars={limit}")
+    return question.strip()
+
+
+class _Queries(BaseModel):
+    queries: list[str] = Field(max_length=5)
+
+
+def _history(state: State) -> list[BaseMessage]:
+    return [m for m in state.get("messages") or [] if m.type in ("human", "ai")]
+
+
+@timed("generate_queries")
+def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
+    """Rephrase a follow-up into a standalone query; optionally add alternative queries.
+
+    No LLM call when it cannot help: the first turn of a conversation with one query.
+    """
+    settings = settings_for(config, state)
+    question = validate_question(state.get("question"), settings.max_question_chars)
+    history = _history(state)
+    standalone = question
+    if history:
+        reply = llm(settings, "query").invoke(
+            [SystemMessage(prompts.REPHRASE.text), *history, HumanMessage(question)],
+            config,
+        )
+        candidate = reply.text.strip().strip('"').strip()
+        candidate = candidate.split("\n")[0].removeprefix("Rephrased question:").strip()
+        if candidate and len(candidate) <= 3 * len(question) + 200:
+            standalone = candidate
+    queries = [standalone]
+    if settings.multi_query > 1:
+        extra = invoke_structured(
+            llm(settings, "query"),
+            _Queries,
+            [
+                HumanMessage(
+                    prompts.MULTI_QUERY.text.format(n=settings.multi_query - 1, question=standalone)
+                )
+            ],
+            retries=settings.llm_max_retries,
+            config=config,
+        )
+        queries += [q.strip() for q in extra.queries if q.strip()]
+        queries = list(dict.fromkeys(queries))[: settings.multi_query]
+    return {
+        "question": question,
+        "queries": queries,
+        "passages": [],
+        "draft": "",
+        "attempts": 0,
+        "feedback": [],
+        "abstain_reason": "",
+        "verdict": {},
+        "trace_id": None,
+    }
+
+
+@timed("retrieve")
+def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
+    settings = settings_for(config, state)
+    retriever = HybridRetriever(
+        collection(settings, settings.collection), embedder(settings), settings
+    )
+    passages, report = retriever.retrieve(state["queries"])
+    keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)
+    kept = passages[:keep]
+    info = {
+        "collection": settings.collection,
+        "candidates": report.candidates,
+        "over_threshold": report.over_threshold,
+        "duplicates": report.duplicates,
+        "threshold": report.threshold,
+        "closest_distance": report.closest_distance,
+        "kept": len(kept),
+        "strategy": settings.retrieval_strategy,
+        "dropped": report.dropped[:MAX_DROPPED_LISTED],
+    }
+    update: dict[str, Any] = {"passages": [asdict(p) for p in kept], "retrieval": info}
+    if not kept:
+        detail = ""
+        if report.over_threshold:
+            detail = (
+                f" ({report.over_threshold} candidates, the closest at cosine distance "
+                f"{report.closest_distance}, were beyond the threshold "
+                f"{report.threshold}; raise distance_threshold to include them)"
+            )
+        update["abstain_reason"] = prompts.ABSTAIN_NO_CONTEXT.format(detail=detail)
+    return update
+
+
+@timed("rerank")
+def rerank_passages(state: State, config: RunnableConfig) -> dict[str, Any]:
+    settings = settings_for(config, state)
+    reranker = make_reranker(settings, llm(settings, "query"))
+    passages = [Passage(**p) for p in state["passages"]]
+    kept = rerank(
+        reranker, state["queries"][0], passages, settings.rerank_keep or settings.k, config
+    )
+    return {"passages": [asdict(p) for p in kept]}
+
+
+def context_message(passages: list[dict[str, Any]]) -> SystemMessage:
+    """The shared leading block of the generator's and the verifier's prompts."""
+    numbered = "\n\n".join(
+        f"[{i}] ({Passage(**p).location()})\n{p['text']}" for i, p in enumerate(passages, 1)
+    )
+    return SystemMessage(prompts.CONTEXT.text.format(passages=numbered))
+
+
+@timed("generate_answer")
+def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
+    settings = settings_for(config, state)
+    instructions = prompts.ANSWER.text.format(
+        not_found=prompts.NOT_FOUND, question=state["queries"][0]
+    )
+    if state.get("feedback"):
+        unsupported = "\n".join(f"- {s}" for s in state["feedback"])
+        instructions += prompts.RETRY.text.format(unsupported=unsupported)
+    reply = llm(settings, "generator").invoke(
+        [context_message(state["passages"]), HumanMessage(instructions)], config
+    )
+    draft = reply.text.strip()
+    update: dict[str, Any] = {"draft": draft, "attempts": state.get("attempts", 0) + 1}
+    if not draft or prompts.NOT_FOUND in draft:
+        update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND
+    return update
+
+
+def _verdict_model(count: int) -> type[BaseModel]:
+    """A schema with exactly one boolean per statement, so the grammar forces the length."""
+    return create_model(
+        "Verdict", supported=(conlist(bool, min_length=count, max_length=count), ...)
+    )
+
+
+@timed("verify")
+def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
+    """The second LLM checks each statement; a literal check catches invented numbers/names."""
+    settings = settings_for(config, state)
+    claims = statements(state["draft"])
+    context = "\n".join(p["text"] for p in state["passages"])
+    numbered = "\n".join(f"{i}. {s}" for i, s in enumerate(claims, 1))
+    verdict: dict[str, Any] = {"checked_by": settings.verifier_model, "statements": len(claims)}
+    try:
+        judged = invoke_structured(
+            llm(settings, "verifier"),
+            _verdict_model(len(claims)),
+            [
+                context_message(state["passages"]),
+                HumanMessage(prompts.VERIFY.text.format(statements=numbered)),
+            ],
+            retries=settings.llm_max_retries,
+            config=config,
+        ).supported
+    except ModelError as exc:  # a verifier failure must not lose the answer: mark it unchecked
+        verdict.update(
+            grounded=False, score=None, unsupported=[], missing={}, error=f"verifier failed: {exc}"
+        )
+        return {"verdict": verdict, "feedback": []}
+    missing = {s: facts for s in claims if (facts := missing_facts(s, context))}
+    supported = [ok and s not in missing for s, ok in zip(claims, judged, strict=True)]
+    unsupported = [s for s, ok in zip(claims, supported, strict=True) if not ok]
+    verdict.update(
+        grounded=bool(claims) and not unsupported,
+        score=round(sum(supported) / len(claims), 3) if claims else 0.0,
+        unsupported=unsupported,
+        missing=missing,
+    )
+    return {"verdict": verdict, "feedback": unsupported}
+
+
+@timed("finalize")
+def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
+    """Build the answer object: cited answer and references, or an honest abstention."""
+    settings = settings_for(config, state)
+    passages = state.get("passages") or []
+    verdict = state.get("verdict") or {}
+    abstain = state.get("abstain_reason") or (
+        "" if state.get("draft") else prompts.ABSTAIN_NOT_FOUND
+    )
+    if (
+        not abstain
+        and verdict
+        and not verdict.get("grounded")
+        and (settings.on_unverified == "abstain")
+    ):
+        abstain = prompts.ABSTAIN_UNVERIFIED
+    citations: list[dict[str, Any]] = []
+    if abstain:
+        answer = abstain
+    else:
+        valid = set(range(1, len(passages) + 1))
+        answer = strip_markers(state.get("draft", ""), valid)
+        for n in cited_numbers(answer):
+            p = Passage(**passages[n - 1])
+            citations.append(
+                {
+                    "n": n,
+                    "source": p.source,
+                    "chunk_id": p.chunk_ids[0],
+                    "chunk_ids": p.chunk_ids,
+                    "page": p.page,
+                    "start_line": p.start_line,
+                    "end_line": p.end_line,
+                    "heading": p.heading,
+                    "snippet": p.text[:240],
+                }
+            )
+    references = [
+        f"[{c['n']}] {Passage(**passages[c['n'] - 1]).location()}"
+        + (f" ({c['heading']})" if c["heading"] else "")
+        for c in citations
+    ]
+    return {
+        "answer": answer,
+        "abstained": bool(abstain),
+        "citations": citations,
+        "references": references,
+        "verdict": verdict,
+        "prompts": prompts.versions(),
+        "messages": [HumanMessage(state["question"]), AIMessage(answer)],
+    }
+
+
+# --- edges -------------------------------------------------------------------------------
+def after_retrieve(state: State, config: RunnableConfig) -> str:
+    if not state.get("passages"):
+        return "finalize"
+    return "rerank" if settings_for(config, state).rerank != "none" else "generate_answer"
+
+
+def after_rerank(state: State) -> str:
+    return "generate_answer" if state.get("passages") else "finalize"
+
+
+def after_answer(state: State) -> str:
+    return "finalize" if state.get("abstain_reason") else "verify"
+
+
+def after_verify(state: State, config: RunnableConfig) -> str:
+    verdict = state.get("verdict") or {}
+    if verdict.get("grounded") or verdict.get("error"):
+        return "finalize"
+    cap = settings_for(config, state).max_regenerations
+    return "generate_answer" if state.get("attempts", 0) <= cap else "finalize"

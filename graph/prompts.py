@@ -1,0 +1,91 @@
+"""Every prompt the graph sends, in one place, named and versioned.
+
+Bump a prompt's version whenever its text changes: the name@version is recorded
+in the answer object and in trace metadata, so results can be tied to the exact
+prompt that produced them.
+
+Layout rule for the local model's prompt cache: the generator and the verifier
+start with the *same* system message (the numbered passages), and put their own
+instructions last, so the verifier reuses the generator's already-computed prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    version: int
+    text: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@v{self.version}"
+
+
+# From the seeds (the HPE hologram's rephrasing LLM), verbatim in intent.
+REPHRASE = Prompt(
+    "rephrase",
+    1,
+    "Given the current conversation, rephrase the user's last question/request so that it "
+    "makes sense without any additional context. Respond with only the rephrased "
+    "question/request. If no rephrasing is necessary, respond with only the original "
+    "question/request. Do not respond with anything other than the rephrased or original "
+    "question.",
+)
+
+MULTI_QUERY = Prompt(
+    "multi_query",
+    1,
+    "Write {n} different search queries that would find passages answering the question "
+    "below: use other words, synonyms, or a narrower or broader angle. "
+    'Reply with JSON: {{"queries": ["...", ...]}}.\n\nQuestion: {question}',
+)
+
+CONTEXT = Prompt(
+    "context",
+    1,
+    "You answer questions using only the numbered passages below.\n\nPASSAGES:\n{passages}",
+)
+
+ANSWER = Prompt(
+    "answer",
+    1,
+    "Answer the question using only the passages above. After each sentence, cite the "
+    "passage numbers that support it, like [1] or [2][3]. Be concise. If the passages do "
+    "not contain the answer, reply exactly: {not_found}\n\nQuestion: {question}",
+)
+
+RETRY = Prompt(
+    "retry",
+    1,
+    "\n\nA previous answer was rejected because these statements were not supported by the "
+    "passages:\n{unsupported}\nWrite a new answer that only states what the passages say.",
+)
+
+VERIFY = Prompt(
+    "verify",
+    1,
+    "Check an answer against the passages above. For each numbered statement below, decide "
+    "whether the passages fully support it (every fact, number and name). "
+    'Reply with JSON: {{"supported": [true or false for each statement, in order]}}.'
+    "\n\nStatements:\n{statements}",
+)
+
+NOT_FOUND = "NOT_IN_DOCUMENTS"
+
+ABSTAIN_NO_CONTEXT = (
+    "The documents do not say: no passage close enough to the question was found{detail}."
+)
+ABSTAIN_NOT_FOUND = "The documents do not say: the retrieved passages do not answer the question."
+ABSTAIN_UNVERIFIED = (
+    "I could not produce an answer that the documents support, so I am not giving one."
+)
+
+ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, RETRY, VERIFY)
+
+
+def versions() -> dict[str, int]:
+    return {p.name: p.version for p in ALL}

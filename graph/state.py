@@ -1,0 +1,42 @@
+"""The graph's state, and the explicit input and output schemas the server publishes.
+
+On a server thread the state persists between questions, so the first node resets
+every per-question field; only ``messages`` (the conversation) accumulates.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Required, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+
+class InputState(TypedDict, total=False):
+    question: Required[str]
+    messages: Annotated[list[AnyMessage], add_messages]  # earlier turns of the conversation
+    collection: str
+    k: int
+    rerank: str
+    user_id: str
+
+
+class OutputState(TypedDict, total=False):
+    answer: str
+    references: list[str]
+    citations: list[dict[str, Any]]
+    verdict: dict[str, Any]
+    abstained: bool
+    queries: list[str]
+    retrieval: dict[str, Any]
+    timings: dict[str, float]  # seconds per node, reset by the first node of each question
+    prompts: dict[str, int]
+    trace_id: str | None
+
+
+class State(InputState, OutputState, total=False):
+    passages: list[dict[str, Any]]
+    draft: str
+    attempts: int  # answers generated so far for this question
+    feedback: list[str]  # unsupported statements from the last verification
+    abstain_reason: str

@@ -1,0 +1,179 @@
+"""``rag ask`` (one question) and ``rag chat`` (a conversation with history)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import uuid
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, messages_from_dict, messages_to_dict
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph import build_graph, prompts
+from graph.nodes import context_message
+from tools.config import Settings
+
+OUTPUT_KEYS = (
+    "answer",
+    "references",
+    "citations",
+    "verdict",
+    "abstained",
+    "queries",
+    "timings",
+    "trace_id",
+    "retrieval",
+    "prompts",
+)
+
+
+def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    ask = sub.add_parser("ask", help="answer one question from a collection, with citations")
+    ask.add_argument("question")
+    chat = sub.add_parser("chat", help="a conversation: follow-up questions use the history")
+    for parser in (ask, chat):
+        parser.add_argument("--collection")
+        parser.add_argument("--k", type=int)
+        parser.add_argument("--rerank", choices=("none", "llm", "cross-encoder", "litellm"))
+        parser.add_argument("--strategy", choices=("top_n", "window"))
+        parser.add_argument("--user-id", help="attached to traces")
+    ask.add_argument("--json", action="store_true", help="print the answer object as JSON")
+    ask.add_argument("--thread", help="continue a conversation saved under this id")
+    ask.set_defaults(run=run_ask)
+    chat.set_defaults(run=run_chat)
+    return [ask, chat]
+
+
+def _configurable(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """The CLI's validated settings plus this command's flags, as the graph's run config."""
+    values = {
+        "collection": args.collection,
+        "k": args.k,
+        "rerank": args.rerank,
+        "retrieval_strategy": args.strategy,
+    }
+    return {**settings.model_dump(), **{k: v for k, v in values.items() if v is not None}}
+
+
+def _progress(node: str, update: dict[str, Any]) -> None:
+    seconds = (update.get("timings") or {}).get(node)
+    extra = ""
+    if node == "retrieve":
+        info = update.get("retrieval") or {}
+        extra = f" ({info.get('kept', 0)} passages of {info.get('candidates', 0)} candidates)"
+    elif node == "verify":
+        verdict = update.get("verdict") or {}
+        extra = f" (grounded={verdict.get('grounded')}, score={verdict.get('score')})"
+    print(
+        f"  {node}: {seconds:.2f}s{extra}" if seconds is not None else f"  {node}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def answer(app: Any, inputs: dict[str, Any], config: dict[str, Any], show: bool) -> dict[str, Any]:
+    """Run the graph; with ``show``, print each node as it finishes (to stderr)."""
+    result: dict[str, Any] = {}
+    for mode, chunk in app.stream(inputs, config, stream_mode=["updates", "values"]):
+        if mode == "updates" and show:
+            for node, update in chunk.items():
+                _progress(node, update or {})
+        elif mode == "values":
+            result = chunk
+    return {k: result.get(k) for k in OUTPUT_KEYS}
+
+
+def print_answer(out: dict[str, Any]) -> None:
+    print()
+    print(out["answer"])
+    if out["references"]:
+        print("\nReferences:")
+        for ref in out["references"]:
+            print(f"  {ref}")
+    verdict = out.get("verdict") or {}
+    if out["abstained"]:
+        print("\n(abstained)")
+    elif verdict.get("grounded"):
+        print(f"\nVerified: every statement is supported (score {verdict['score']}).")
+    elif verdict:
+        reason = verdict.get("error") or "; ".join(verdict.get("unsupported") or [])
+        print(f"\nNOT VERIFIED (score {verdict.get('score')}): {reason}")
+
+
+def _thread_path(settings: Settings, thread: str):
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", thread):
+        raise ValueError("--thread must be 1-64 letters, digits, '.', '_' or '-'")
+    return settings.data_dir / "threads" / f"{thread}.json"
+
+
+def run_ask(args: argparse.Namespace, settings: Settings) -> int:
+    history = []
+    path = _thread_path(settings, args.thread) if args.thread else None
+    if path and path.exists():
+        history = messages_from_dict(json.loads(path.read_text()))
+    inputs: dict[str, Any] = {"question": args.question, "messages": history}
+    if args.user_id:
+        inputs["user_id"] = args.user_id
+    config = {"configurable": _configurable(args, settings)}
+    out = answer(build_graph(), inputs, config, show=not args.json)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        turn = [HumanMessage(args.question), AIMessage(out["answer"])]
+        path.write_text(json.dumps(messages_to_dict([*history, *turn])))
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        print_answer(out)
+    return 0
+
+
+CHAT_HELP = "commands: /passages (what was retrieved), /prompt (the full prompt), /new, /quit"
+
+
+def run_chat(args: argparse.Namespace, settings: Settings) -> int:
+    app = build_graph(checkpointer=InMemorySaver())
+    config: dict[str, Any] = {
+        "configurable": {**_configurable(args), "thread_id": str(uuid.uuid4())}
+    }
+    print(f"rag chat on collection {args.collection or settings.collection!r}. {CHAT_HELP}")
+    while True:
+        try:
+            line = input("\nyou> ").strip()
+        except EOFError:
+            return 0
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            return 0
+        if line == "/new":
+            config["configurable"]["thread_id"] = str(uuid.uuid4())
+            print("(new conversation)")
+            continue
+        if line in ("/passages", "/prompt"):
+            _show_last(app, config, line)
+            continue
+        inputs = {"question": line, **({"user_id": args.user_id} if args.user_id else {})}
+        try:
+            print_answer(answer(app, inputs, config, show=True))
+        except ValueError as exc:
+            print(f"error: {exc}")
+
+
+def _show_last(app: Any, config: dict[str, Any], command: str) -> None:
+    state = app.get_state(config).values
+    passages = state.get("passages") or []
+    if not passages:
+        print("(nothing retrieved yet)")
+        return
+    if command == "/passages":
+        for i, p in enumerate(passages, 1):
+            print(f"[{i}] {p['source']} score={p['score']:.3f} distance={p['distance']:.3f}")
+            print("    " + p["text"][:300].replace("\n", " "))
+        return
+    instructions = prompts.ANSWER.text.format(
+        not_found=prompts.NOT_FOUND, question=state["queries"][0]
+    )
+    print(f"--- system ---\n{context_message(passages).text}\n--- user ---\n{instructions}")

