@@ -6,8 +6,14 @@ VENV := .venv/bin
 setup:
 	@scripts/bootstrap.sh
 
+# The main job on the embedded defaults: check the models, ingest the service's own
+# documentation, and answer a question from it with citations and a verification verdict.
+DEMO_QUESTION ?= How do I switch the answer generator to an OpenAI-compatible server?
+
 demo: setup
 	$(VENV)/rag doctor
+	$(VENV)/rag ingest docs_corpus
+	$(VENV)/rag ask "$(DEMO_QUESTION)"
 
 # Fast suite first (no model loads), then the tests that load the real local models.
 # pytest exits 5 when it collects nothing; make treats that as a failure.
@@ -25,6 +31,8 @@ lint: setup
 
 bench: setup
 	$(VENV)/python bench/bench_models.py
+	$(VENV)/python bench/bench_ingest.py
+	$(VENV)/python bench/bench_graph.py
 
 clean:
 	rm -rf .venv .rag .langgraph_api .pytest_cache .ruff_cache

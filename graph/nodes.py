@@ -28,6 +28,7 @@ from tools.structured import invoke_structured
 
 Node = Callable[[State, RunnableConfig], dict[str, Any]]
 MAX_DROPPED_LISTED = 20
+HISTORY_TURNS = 6  # messages of history the rephrasing model sees
 
 
 def timed(name: str) -> Callable[[Node], Node]:
@@ -73,12 +74,21 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
     history = _history(state)
     standalone = question
     if history:
+        conversation = "\n".join(
+            f"{'User' if m.type == 'human' else 'Assistant'}: {m.text[:500]}"
+            for m in history[-HISTORY_TURNS:]
+        )
         reply = llm(settings, "query").invoke(
-            [SystemMessage(prompts.REPHRASE.text), *history, HumanMessage(question)],
+            [
+                SystemMessage(prompts.REPHRASE.text),
+                HumanMessage(
+                    prompts.REPHRASE_INPUT.format(conversation=conversation, question=question)
+                ),
+            ],
             config,
         )
-        candidate = reply.text.strip().strip('"').strip()
-        candidate = candidate.split("\n")[0].removeprefix("Rephrased question:").strip()
+        candidate = reply.text.strip().split("\n")[0].removeprefix("Rephrased:").strip()
+        candidate = candidate.strip('"').strip()
         if candidate and len(candidate) <= 3 * len(question) + 200:
             standalone = candidate
     queries = [standalone]

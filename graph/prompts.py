@@ -25,16 +25,21 @@ class Prompt:
         return f"{self.name}@v{self.version}"
 
 
-# From the seeds (the HPE hologram's rephrasing LLM), verbatim in intent.
+# The instruction is the seeds' (the HPE hologram's rephrasing LLM). v2 sends the
+# conversation as a transcript with one worked example: given real chat turns, the
+# 1.5B local model answered the follow-up instead of rephrasing it.
 REPHRASE = Prompt(
     "rephrase",
-    1,
+    2,
     "Given the current conversation, rephrase the user's last question/request so that it "
     "makes sense without any additional context. Respond with only the rephrased "
     "question/request. If no rephrasing is necessary, respond with only the original "
     "question/request. Do not respond with anything other than the rephrased or original "
-    "question.",
+    "question.\n\nExample:\nConversation:\nUser: What is HPE GreenLake?\n"
+    "Assistant: HPE GreenLake is a cloud platform.\nLast question: Tell me more\n"
+    "Rephrased: Can you provide more information about HPE GreenLake?",
 )
+REPHRASE_INPUT = "Conversation:\n{conversation}\nLast question: {question}\nRephrased:"
 
 MULTI_QUERY = Prompt(
     "multi_query",

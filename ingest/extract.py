@@ -336,6 +336,17 @@ def _load_json(data: bytes, path: Path, source: str, options: ExtractOptions) ->
     text = _decode(data)
     lines_mode = path.suffix.lower() in (".jsonl", ".ndjson")
     records: list[tuple[int, Any]] = []
+    if not lines_mode:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            # JSON Lines saved as .json (common for datasets): one value, then "Extra data"
+            # at the start of the next line. Anything else is an error, not a guess.
+            if exc.msg != "Extra data" or exc.colno != 1 or exc.lineno < 2:
+                raise ExtractError(f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+            lines_mode = True
+        else:
+            records = [(1, record) for record in (value if isinstance(value, list) else [value])]
     if lines_mode:
         for number, line in enumerate(text.split("\n"), 1):
             if line.strip():
@@ -343,12 +354,6 @@ def _load_json(data: bytes, path: Path, source: str, options: ExtractOptions) ->
                     records.append((number, json.loads(line)))
                 except json.JSONDecodeError as exc:
                     raise ExtractError(f"invalid JSON on line {number}: {exc.msg}") from None
-    else:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ExtractError(f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
-        records = [(1, record) for record in (value if isinstance(value, list) else [value])]
     if not records:
         raise ExtractError("no records")
     docs: _Docs = []

@@ -82,7 +82,7 @@ class Settings(BaseModel):
     max_file_bytes: int = Field(20_000_000, ge=1, description="Larger files are skipped.")
 
     # --- retrieval and the graph -----------------------------------------------------------
-    k: int = Field(6, ge=1, le=50, description="Passages given to the answer generator.")
+    k: int = Field(5, ge=1, le=50, description="Passages given to the answer generator.")
     fetch_k: int = Field(30, ge=1, le=500, description="Candidates per query and per method.")
     distance_threshold: float = Field(
         0.75,

@@ -122,8 +122,11 @@ def test_follow_up_is_rephrased_from_history(corpus_env, models):
     out = ask("and how do I turn it off?", messages=history)
     assert out["queries"] == ["How do I turn off tracing in Langfuse?"]
     call = models.chats["query"].calls[0]
-    assert [m.text for m in call[1:3]] == [m.text for m in history]
-    assert call[-1].text == "and how do I turn it off?"
+    assert call[0].text == prompts.REPHRASE.text
+    assert call[-1].text == (
+        "Conversation:\nUser: How do I enable tracing?\nAssistant: Set LANGFUSE_PUBLIC_KEY [1].\n"
+        "Last question: and how do I turn it off?\nRephrased:"
+    )
 
 
 def test_multi_query_adds_alternatives(corpus_env, models):
