@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        settings = load_settings({"data_dir": Path(tmp)})
+        settings = load_settings({"data_dir": Path(tmp), "llm_timeout_s": 900})
         collection = Collection(settings, create=True)
         embedder = embeddings(settings)
         Ingestor(settings, collection, embedder, IngestOptions(), progress=False).run([CORPUS])
@@ -87,7 +87,7 @@ def main() -> None:
         for question in QUESTIONS:
             chain_runs.append(plain_chain(settings, retriever, llm, question))
             started = time.perf_counter()
-            out = app.invoke({"question": question}, {"configurable": {"data_dir": Path(tmp)}})
+            out = app.invoke({"question": question}, {"configurable": settings.model_dump()})
             graph_runs.append(time.perf_counter() - started)
             per_node.append({**out["timings"], "grounded": out["verdict"].get("grounded")})
         passages, _ = retriever.retrieve([QUESTIONS[0]])

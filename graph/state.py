@@ -6,10 +6,11 @@ every per-question field; only ``messages`` (the conversation) accumulates.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Required, TypedDict
+from typing import Annotated, Any, Required
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
 
 
 class InputState(TypedDict, total=False):

@@ -46,11 +46,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rag_cli import ask_cmd, doctor, ingest_cmd, setup
+    from rag_cli import ask_cmd, doctor, ingest_cmd, serve_cmd, setup
 
     parser = argparse.ArgumentParser(prog="rag", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (setup, doctor, ingest_cmd, ask_cmd):
+    for module in (setup, doctor, ingest_cmd, ask_cmd, serve_cmd):
         registered = module.register(sub)
         for command_parser in registered if isinstance(registered, list) else [registered]:
             _add_common(command_parser)

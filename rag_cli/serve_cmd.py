@@ -1,0 +1,87 @@
+"""``rag serve``: the LangGraph server for this service, started with one command.
+
+It runs ``langgraph dev`` (in-memory runtime, offline) on the repository's
+langgraph.json, from a working directory under the data directory, so the server's
+own state (``.langgraph_api/``) never lands in the source tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tools.config import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+OFFLINE_ENV = {
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    "LANGGRAPH_NO_VERSION_CHECK": "true",
+    "LANGSMITH_TRACING": "false",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser("serve", help="run the LangGraph server endpoint")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8123)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def server_config(workdir: Path) -> Path:
+    """The repository's langgraph.json with absolute paths: the server resolves paths
+    against its working directory, which here is under the data directory."""
+    config = json.loads((REPO / "langgraph.json").read_text())
+    config["dependencies"] = [str(REPO)]
+    config["graphs"] = {name: str(REPO / spec) for name, spec in config["graphs"].items()}
+    config["http"]["app"] = str(REPO / config["http"]["app"])
+    config["env"] = str(REPO / config["env"])
+    path = workdir / "langgraph.json"
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def server_command(host: str, port: int, config: Path) -> list[str]:
+    exe = Path(sys.executable).parent / "langgraph"
+    flags = ["--no-browser", "--no-reload", "--allow-blocking"]
+    return [str(exe), "dev", *flags, "--host", host, "--port", str(port), "--config", str(config)]
+
+
+def server_env(settings: Settings) -> dict[str, str]:
+    """The server process sees exactly this command's settings, as absolute paths."""
+    env = {**os.environ, **OFFLINE_ENV}
+    for name, value in settings.model_dump().items():
+        key = f"RAG_{name.upper()}"
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value.resolve() if isinstance(value, Path) else value)
+    env.pop("RAG_CONFIG", None)  # already merged into the values above
+    return env
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    workdir = settings.data_dir.resolve() / "server"
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(
+        f"serving the RAG graph at http://{args.host}:{args.port} "
+        f"(assistant 'rag'; data in {settings.data_dir.resolve()}); Ctrl-C stops",
+        flush=True,
+    )
+    command = server_command(args.host, args.port, server_config(workdir))
+    proc = subprocess.Popen(command, cwd=workdir, env=server_env(settings))
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        print("server stopped", file=sys.stderr)
+        return 0

@@ -1,0 +1,199 @@
+"""A real LangGraph server (`rag serve`) on 127.0.0.1, driven with the official langgraph-sdk.
+
+Runs are kept few: each costs ~1 s of queue polling in the in-memory runtime. The tiny
+local model (SmolLM2-135M) stands in for the generator here because these tests are
+about the endpoint (threads, streaming, schemas, validation), not answer quality.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+RAG = str(Path(sys.executable).parent / "rag")
+NODES = {"generate_queries", "retrieve", "generate_answer", "verify", "finalize"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    data = tmp_path_factory.mktemp("server-data")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
+    env.update(
+        RAG_DATA_DIR=str(data),
+        RAG_GENERATOR_MODEL="local:smollm2",
+        RAG_QUERY_MODEL="local:smollm2",
+        RAG_VERIFIER_MODEL="local:smollm2",
+        RAG_LLM_MAX_TOKENS="96",
+        RAG_MAX_QUESTION_CHARS="500",
+    )
+    subprocess.run(
+        [RAG, "ingest", str(REPO / "docs_corpus"), "--json"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    existed = (REPO / ".langgraph_api").exists()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [RAG, "serve", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"server did not start:\n{proc.stdout.read()}")
+        time.sleep(0.5)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert existed or not (REPO / ".langgraph_api").exists(), "server wrote into the repo"
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_thread_wait_stream_and_follow_up(server):
+    async def scenario():
+        client = get_client(url=server)
+        thread = await client.threads.create()
+        tid = thread["thread_id"]
+        updates, tokens = set(), []
+        async for part in client.runs.stream(
+            tid,
+            "rag",
+            input={"question": "What does rag doctor do?"},
+            stream_mode=["updates", "messages-tuple"],
+        ):
+            if part.event == "updates":
+                updates |= set(part.data)
+            elif part.event == "messages":
+                chunk, meta = part.data
+                if meta.get("langgraph_node") == "generate_answer" and chunk.get("content"):
+                    tokens.append(chunk["content"])
+        assert NODES <= updates
+        assert len(tokens) >= 3  # the answer streams token by token, from the local model
+
+        follow = "And how do I get its report as JSON?"
+        second = await client.runs.wait(tid, "rag", input={"question": follow})
+        assert set(second) >= {
+            "answer",
+            "citations",
+            "verdict",
+            "abstained",
+            "queries",
+            "timings",
+            "references",
+            "trace_id",
+        }
+        assert "passages" not in second and "draft" not in second  # output schema only
+        assert second["queries"][0] != follow  # rephrased with the thread's history
+        state = await client.threads.get_state(tid)
+        assert len(state["values"]["messages"]) == 4  # two questions, two answers
+
+        fresh = await client.threads.create()
+        other = await client.runs.wait(
+            fresh["thread_id"], "rag", input={"question": "What does rag doctor do?"}
+        )
+        assert other["queries"] == ["What does rag doctor do?"]  # a new thread starts clean
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"assistant_id": "rag", "input": {}}, "input.question"),
+        ({"assistant_id": "rag", "input": {"question": "   "}}, "input.question"),
+        ({"assistant_id": "rag", "input": {"question": "x" * 501}}, "max_question_chars=500"),
+        ({"assistant_id": "rag", "input": {"question": 42}}, "input.question"),
+        ({"assistant_id": "rag", "input": {"question": "hi", "k": "many"}}, "k"),
+        (
+            {"assistant_id": "rag", "input": {"question": "hi", "collection": "nope"}},
+            "unknown collection 'nope'",
+        ),
+        ({"assistant_id": "rag", "input": {"question": "hi", "colour": 1}}, "unknown input"),
+        (
+            {
+                "assistant_id": "rag",
+                "input": {"question": "hi"},
+                "config": {"configurable": {"rerank": "magic"}},
+            },
+            "rerank",
+        ),
+    ],
+)
+def test_bad_requests_get_4xx_with_a_reason(server, body, message):
+    response = httpx.post(f"{server}/runs/wait", json=body, timeout=30)
+    assert 400 <= response.status_code < 500
+    assert message in response.json()["detail"]
+
+
+def test_junk_body_and_server_stays_up(server):
+    response = httpx.post(
+        f"{server}/runs/wait",
+        content=b"\xff{not json",
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 422
+    assert httpx.get(f"{server}/healthz", timeout=5).json()["ok"] is True
+
+
+def test_schemas_show_question_in_and_answer_out(server):
+    assistants = httpx.post(f"{server}/assistants/search", json={}, timeout=30).json()
+    aid = next(a["assistant_id"] for a in assistants if a["graph_id"] == "rag")
+    schemas = httpx.get(f"{server}/assistants/{aid}/schemas", timeout=30).json()
+    assert "question" in schemas["input_schema"]["properties"]
+    assert "question" in schemas["input_schema"]["required"]
+    assert {"answer", "citations", "verdict"} <= set(schemas["output_schema"]["properties"])
+
+
+def _readme_block(tag: str) -> str:
+    text = (REPO / "README.md").read_text()
+    match = re.search(rf"<!-- {tag} -->\s*```\w*\n(.*?)```", text, flags=re.S)
+    assert match, f"README has no block tagged {tag}"
+    return match.group(1)
+
+
+def test_readme_curl_and_python_examples_work(server):
+    port = server.rsplit(":", 1)[1]
+    curl = _readme_block("example:curl").replace("8123", port)
+    out = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=300)
+    assert "answer" in json.loads(out.stdout)
+    script = _readme_block("example:python").replace("8123", port)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
