@@ -101,7 +101,7 @@ def test_thread_wait_stream_and_follow_up(server):
                 chunk, meta = part.data
                 if meta.get("langgraph_node") == "generate_answer" and chunk.get("content"):
                     tokens.append(chunk["content"])
-        assert NODES <= updates
+        assert updates >= NODES
         assert len(tokens) >= 3  # the answer streams token by token, from the local model
 
         follow = "And how do I get its report as JSON?"
