@@ -9,12 +9,18 @@ generate_queries -> retrieve -> [rerank] -> generate_answer -> verify -> finaliz
 
 from __future__ import annotations
 
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from graph import nodes
+from graph.configuration import settings_for
+from graph.prompts import versions
 from graph.state import InputState, OutputState, State
+from tools import tracing
 
 NODE_NAMES = ("generate_queries", "retrieve", "rerank", "generate_answer", "verify", "finalize")
 
@@ -38,6 +44,46 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_conditional_edges("verify", nodes.after_verify, ["generate_answer", "finalize"])
     builder.add_edge("finalize", END)
     return builder.compile(checkpointer=checkpointer, name="agentic-rag")
+
+
+def config_for(
+    *,
+    thread_id: str | None = None,
+    user_id: str | None = None,
+    trace_seed: str | None = None,
+    **configurable: Any,
+) -> RunnableConfig:
+    """A run config: settings overrides plus, when tracing is on, one trace for the run.
+
+    ``graph.invoke({"question": q}, config_for(k=4, user_id="ana"))``; the answer's
+    ``trace_id`` then points at the run's trace.
+    """
+    if thread_id:
+        configurable["thread_id"] = thread_id
+    settings = settings_for({"configurable": configurable})
+    traced = tracing.run_config(
+        settings,
+        trace_id=tracing.new_trace_id(seed=trace_seed),
+        session_id=thread_id,
+        user_id=user_id,
+        metadata={"prompts": versions()},
+    )
+    return {**traced, "configurable": configurable}
+
+
+def make_graph(config: RunnableConfig) -> CompiledStateGraph:
+    """Graph factory for the LangGraph server: each run gets its own trace, the thread
+    becomes the Langfuse session, and ``configurable.user_id`` the user."""
+    configurable = dict(config.get("configurable") or {})
+    run_id = str(config.get("run_id") or configurable.get("run_id") or "") or None
+    traced = config_for(
+        thread_id=configurable.pop("thread_id", None),
+        user_id=configurable.pop("user_id", None),
+        trace_seed=run_id,
+        **{k: v for k, v in configurable.items() if not k.startswith(("__", "langgraph_"))},
+    )
+    traced.pop("configurable")
+    return build_graph().with_config(traced)
 
 
 graph = build_graph()

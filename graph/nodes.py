@@ -20,6 +20,7 @@ from graph import prompts
 from graph.configuration import settings_for
 from graph.resources import collection, embedder, llm
 from graph.state import State
+from tools import tracing
 from tools.errors import ModelError
 from tools.grounding import cited_numbers, missing_facts, statements, strip_markers
 from tools.rerank import make_reranker, rerank
@@ -115,7 +116,8 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
         "feedback": [],
         "abstain_reason": "",
         "verdict": {},
-        "trace_id": None,
+        "trace_id": (config.get("metadata") or {}).get("rag_trace_id")
+        or tracing.current_trace_id(settings),
     }
 
 
@@ -270,6 +272,9 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
                     "snippet": p.text[:240],
                 }
             )
+    if verdict.get("score") is not None:
+        tracing.score(settings, state.get("trace_id"), "grounded", bool(verdict["grounded"]))
+        tracing.score(settings, state.get("trace_id"), "support_score", verdict["score"])
     references = [
         f"[{c['n']}] {Passage(**passages[c['n'] - 1]).location()}"
         + (f" ({c['heading']})" if c["heading"] else "")

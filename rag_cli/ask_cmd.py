@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, messages_from_dict, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import build_graph, prompts
+from graph import build_graph, config_for, prompts
 from graph.nodes import context_message
 from tools.config import Settings
 
@@ -101,6 +101,8 @@ def print_answer(out: dict[str, Any]) -> None:
     elif verdict:
         reason = verdict.get("error") or "; ".join(verdict.get("unsupported") or [])
         print(f"\nNOT VERIFIED (score {verdict.get('score')}): {reason}")
+    if out.get("trace_id"):
+        print(f"trace: {out['trace_id']}")
 
 
 def _thread_path(settings: Settings, thread: str):
@@ -115,9 +117,9 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     if path and path.exists():
         history = messages_from_dict(json.loads(path.read_text()))
     inputs: dict[str, Any] = {"question": args.question, "messages": history}
-    if args.user_id:
-        inputs["user_id"] = args.user_id
-    config = {"configurable": _configurable(args, settings)}
+    config = config_for(
+        thread_id=args.thread, user_id=args.user_id, **_configurable(args, settings)
+    )
     out = answer(build_graph(), inputs, config, show=not args.json)
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,15 +151,17 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         if line in ("/quit", "/exit"):
             return 0
         if line == "/new":
-            config["configurable"]["thread_id"] = str(uuid.uuid4())
+            session = str(uuid.uuid4())
             print("(new conversation)")
             continue
+        config = config_for(
+            thread_id=session, user_id=args.user_id, **_configurable(args, settings)
+        )
         if line in ("/passages", "/prompt"):
             _show_last(app, config, line)
             continue
-        inputs = {"question": line, **({"user_id": args.user_id} if args.user_id else {})}
         try:
-            print_answer(answer(app, inputs, config, show=True))
+            print_answer(answer(app, {"question": line}, config, show=True))
         except ValueError as exc:
             print(f"error: {exc}")
 

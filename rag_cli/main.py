@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tools import tracing
 from tools.config import ConfigError, Settings, load_settings
 from tools.errors import ModelError
 from tools.local_assets import AssetError
@@ -46,11 +47,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rag_cli import ask_cmd, doctor, ingest_cmd, serve_cmd, setup
+    from rag_cli import ask_cmd, doctor, ingest_cmd, serve_cmd, setup, trace_cmd
 
     parser = argparse.ArgumentParser(prog="rag", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (setup, doctor, ingest_cmd, ask_cmd, serve_cmd):
+    for module in (setup, doctor, ingest_cmd, ask_cmd, serve_cmd, trace_cmd):
         registered = module.register(sub)
         for command_parser in registered if isinstance(registered, list) else [registered]:
             _add_common(command_parser)
@@ -72,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rag {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        tracing.flush()  # bounded by LANGFUSE_TIMEOUT; a no-op when tracing is off
 
 
 if __name__ == "__main__":

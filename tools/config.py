@@ -118,6 +118,12 @@ class Settings(BaseModel):
     )
     max_question_chars: int = Field(2000, ge=10, le=100_000)
 
+    tracing: Literal["auto", "off", "local", "langfuse"] = Field(
+        "auto",
+        description="auto: Langfuse when LANGFUSE_* keys are set; local: spans to "
+        "<data_dir>/traces (see `rag trace show`); off.",
+    )
+
     @field_validator("generator_model", "query_model", "verifier_model")
     @classmethod
     def _chat_spec(cls, value: str) -> str:

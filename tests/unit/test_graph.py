@@ -8,82 +8,8 @@ import re
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from graph import build_graph, nodes, prompts
-from ingest.partition import PartitionOptions
-from ingest.pipeline import IngestOptions, Ingestor
-from tests.fakes import HashEmbeddings, RuleChat
-from tools.collection import Collection
-from tools.config import ConfigError, load_settings
-
-PAGES = {
-    "install.md": "# Install\n\nRun make demo to install the service. It takes 4 minutes "
-    "the first time.\n",
-    "verify.md": "# Verification\n\nThe verifier is a second LLM that checks every statement "
-    "of the answer against the cited passages.\n",
-    "tracing.md": "# Tracing\n\nSet LANGFUSE_PUBLIC_KEY to send traces to Langfuse.\n\n"
-    "## Turning it off\n\nUnset the keys or set LANGFUSE_TRACING_ENABLED=false.\n",
-}
-EMB = HashEmbeddings()
-
-
-@pytest.fixture
-def corpus_env(tmp_path, monkeypatch):
-    root = tmp_path / "docs"
-    root.mkdir()
-    for name, text in PAGES.items():
-        (root / name).write_text(text)
-    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RAG_DISTANCE_THRESHOLD", "0.95")
-    settings = load_settings()
-    col = Collection(settings, "docs", create=True)
-    Ingestor(
-        settings,
-        col,
-        EMB,
-        IngestOptions(partition=PartitionOptions("structure", 100, 0)),
-        progress=False,
-    ).run([root])
-    monkeypatch.setattr(nodes, "embedder", lambda s: EMB)
-    return settings
-
-
-class Models:
-    """Routes each role to a RuleChat; tests set the behaviour per role."""
-
-    def __init__(self, monkeypatch) -> None:
-        self.answer = "Run make demo to install the service [1]."
-        self.support: list[bool] | None = None  # None = everything supported
-        self.grades: dict[str, int] = {}
-        self.rephrased = "How do I turn off tracing in Langfuse?"
-        self.chats = {
-            role: RuleChat(respond=getattr(self, f"_{role}"))
-            for role in ("generator", "query", "verifier")
-        }
-        monkeypatch.setattr(nodes, "llm", lambda settings, role: self.chats[role])
-
-    def _generator(self, messages) -> str:
-        return self.answer if isinstance(self.answer, str) else self.answer.pop(0)
-
-    def _query(self, messages) -> str:
-        last = messages[-1].text
-        if messages[0].text == prompts.REPHRASE.text:
-            return self.rephrased
-        if "different search queries" in last:
-            return json.dumps({"queries": ["install steps", "setup guide", "extra"]})
-        passage = last.split("Passage:\n", 1)[1]
-        return json.dumps({"grade": next((g for k, g in self.grades.items() if k in passage), 0)})
-
-    def _verifier(self, messages) -> str:
-        count = len(re.findall(r"^\d+\. ", messages[-1].text, flags=re.M))
-        support = self.support if self.support is not None else [True] * count
-        if isinstance(support, str):
-            return support
-        return json.dumps({"supported": support[:count]})
-
-
-@pytest.fixture
-def models(monkeypatch):
-    return Models(monkeypatch)
+from graph import build_graph, prompts
+from tools.config import ConfigError
 
 
 def ask(question, config=None, **state):
