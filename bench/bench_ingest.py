@@ -59,7 +59,7 @@ def main() -> None:
             if profiler:
                 profiler.disable()
                 profiler.dump_stats(profile)
-            if report.skipped or not report.chunks_added:
+            if report.skipped or not report.files_seen:
                 raise SystemExit(f"benchmark input was not ingested: {report.skipped}")
             return elapsed, report, collection
 

@@ -124,9 +124,9 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
 @timed("retrieve")
 def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
     settings = settings_for(config, state)
-    retriever = HybridRetriever(
-        collection(settings, settings.collection), embedder(settings), settings
-    )
+    col = collection(settings, settings.collection)
+    col.require_embedding(settings.embedding_model)
+    retriever = HybridRetriever(col, embedder(settings), settings)
     passages, report = retriever.retrieve(state["queries"])
     keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)
     kept = passages[:keep]

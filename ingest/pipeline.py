@@ -35,6 +35,9 @@ from tools.manifest import DocumentEntry, FileRecord
 # Files are committed in groups so embedding batches span files (throughput) while
 # memory and the work lost to an interruption stay bounded.
 GROUP_CHUNKS = 512
+# Texts per embed_documents call (the model still batches by embedding_batch_size inside):
+# few calls, but a progress update and a bounded retry now and then.
+EMBED_CALL_TEXTS = 512
 
 
 class IngestError(RuntimeError):
@@ -230,23 +233,27 @@ class Ingestor:
             yield group
 
     def _vectors(self, chunks: list[Chunk], report: IngestReport) -> list[list[float]]:
-        reused = self.collection.vectors.vectors_for_text_hashes(c.text_hash for c in chunks)
-        missing = list(
-            dict.fromkeys(c.embed_text or c.text for c in chunks if c.text_hash not in reused)
-        )
+        texts = [c.embed_text or c.text for c in chunks]
+        hashes = [c.text_hash for c in chunks]
+        store = self.collection.vectors
+        reused = store.vectors_for_text_hashes(hashes) if store.count() else {}
+        # longest first: each model batch holds texts of similar length, so little padding
+        # (sentence-transformers only sorts within one call); also an honest early ETA
+        unseen = dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in reused)
+        missing = sorted(unseen, key=len, reverse=True)  # stable: a deterministic order
         fresh: dict[str, list[float]] = {}
-        batch = self.settings.embedding_batch_size
+        step = max(EMBED_CALL_TEXTS, self.settings.embedding_batch_size)
         with tqdm(
             total=len(missing), desc="embed", unit="chunk", disable=not self.progress or not missing
         ) as bar:
-            for start in range(0, len(missing), batch):
-                texts = missing[start : start + batch]
-                vectors = _embed_with_retry(self.embedder, texts, self.settings.llm_max_retries)
-                fresh.update(zip(texts, vectors, strict=True))
-                bar.update(len(texts))
+            for start in range(0, len(missing), step):
+                part = missing[start : start + step]
+                vectors = _embed_with_retry(self.embedder, part, self.settings.llm_max_retries)
+                fresh.update(zip(part, vectors, strict=True))
+                bar.update(len(part))
         report.chunks_embedded += len(missing)
-        report.vectors_reused += sum(1 for c in chunks if c.text_hash in reused)
-        return [reused.get(c.text_hash) or fresh[c.embed_text or c.text] for c in chunks]
+        report.vectors_reused += sum(1 for h in hashes if h in reused)
+        return [reused.get(h) or fresh[t] for t, h in zip(texts, hashes, strict=True)]
 
     def _persist(self, group: list[_Pending], report: IngestReport) -> None:
         manifest = self.collection.manifest

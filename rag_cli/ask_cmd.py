@@ -137,9 +137,7 @@ CHAT_HELP = "commands: /passages (what was retrieved), /prompt (the full prompt)
 
 def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     app = build_graph(checkpointer=InMemorySaver())
-    config: dict[str, Any] = {
-        "configurable": {**_configurable(args), "thread_id": str(uuid.uuid4())}
-    }
+    session = str(uuid.uuid4())  # one chat = one thread = one Langfuse session
     print(f"rag chat on collection {args.collection or settings.collection!r}. {CHAT_HELP}")
     while True:
         try:

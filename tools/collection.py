@@ -68,6 +68,15 @@ class Collection:
                 f"RAG_EMBEDDING_MODEL={meta['embedding_model']} or ingest into a new collection."
             )
 
+    def require_embedding(self, spec: str) -> None:
+        """Queries must be embedded by the model the collection was built with."""
+        built_with = self.manifest.meta().get("embedding_model")
+        if built_with is not None and built_with != spec:
+            raise ConfigError(
+                f"collection {self.name!r} was embedded with {built_with!r}, but "
+                f"embedding_model is {spec!r}; set RAG_EMBEDDING_MODEL={built_with} to query it"
+            )
+
     # --- read side -------------------------------------------------------------------------
     def _snapshot(self) -> tuple[set[str], KeywordIndex]:
         generation = self.manifest.generation()

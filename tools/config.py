@@ -240,7 +240,8 @@ def _explain(exc: ValidationError, sources: Mapping[str, str]) -> str:
 
 
 def masked(settings: Settings) -> dict[str, Any]:
-    """Settings as plain data for display, with any credentials in model specs hidden."""
+    """Settings as plain data for display, with the credentials found in the environment
+    shown only as set (***), never their values."""
     out: dict[str, Any] = {}
     for key, value in settings.model_dump().items():
         out[key] = str(value) if isinstance(value, Path) else value

@@ -7,8 +7,7 @@ Three implementations behind one small interface:
 - ``cross-encoder``: a sentence-transformers CrossEncoder loaded from ``rerank_model``
   (a local directory: none ships in a wheel, so users bring their own).
 - ``litellm``: a hosted rerank API (Cohere, Voyage, Jina...) via ``litellm.rerank``.
-The seeds report a reranker that sometimes made ordering worse, so it is off by default
-and measurable with ``rag eval``.
+The seeds report a reranker that sometimes made ordering worse, so it is off by default.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -13,18 +12,14 @@ from pathlib import Path
 import chromadb
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.net import free_port
 
 
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory):
     exe = shutil.which("chroma", path=str(Path(sys.executable).parent))
     assert exe, "the chroma CLI ships with chromadb; it must be in the venv"
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             exe,

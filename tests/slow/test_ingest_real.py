@@ -85,15 +85,15 @@ FILES = 60
 def make_corpus(root: Path) -> int:
     """FILES markdown files of distinct ~60-character lines; one line becomes one chunk.
 
-    Enough lines for at least three commit groups, so a kill can land between commits.
+    Enough lines for three commit groups, so a kill can land between commits.
     Returns the number of chunks a complete run produces.
     """
-    lines_per_file = math.ceil(3.5 * pipeline.GROUP_CHUNKS / FILES)
+    lines_per_file = math.ceil(2.5 * pipeline.GROUP_CHUNKS / FILES)
     rng = random.Random(7)
     root.mkdir()
     for n in range(FILES):
         lines = [f"# Page {n}"]
-        lines += [f"{n}.{i} " + " ".join(rng.sample(WORDS, 8)) for i in range(lines_per_file)]
+        lines += [f"{n}.{i} " + " ".join(rng.sample(WORDS, 7)) for i in range(lines_per_file)]
         (root / f"page{n:02d}.md").write_text("\n".join(lines) + "\n")
     return FILES * (lines_per_file + 1)
 
@@ -174,11 +174,16 @@ def test_dense_search_finds_the_check_models_pages(docs):
     hits = collection.dense_search(embedder.embed_query("how do I check that the models work"), k=3)
     assert len(hits) == 3
     relevant = [
-        (c.source, d)
+        d
         for c, d in hits
         if c.source in ("docs_corpus/getting-started.md", "docs_corpus/troubleshooting.md")
     ]
-    assert relevant and min(d for _, d in relevant) < 0.6, hits
+    # within the distance retrieval keeps (measured: ~0.71 for the best such chunk with
+    # all-MiniLM-L6-v2 and 1000-character chunks; unrelated pages sit near 0.9-1.0)
+    threshold = load_settings().distance_threshold
+    assert relevant and min(relevant) < threshold, [(c.source, d) for c, d in hits]
+    unrelated = collection.dense_search(embedder.embed_query("recipe for banana bread"), k=1)
+    assert unrelated[0][1] > min(relevant) + 0.1
 
 
 def test_keyword_search_finds_exact_terms(docs):

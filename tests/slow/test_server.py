@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -21,16 +20,12 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.net import free_port
+
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 RAG = str(Path(sys.executable).parent / "rag")
 NODES = {"generate_queries", "retrieve", "generate_answer", "verify", "finalize"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +47,7 @@ def server(tmp_path_factory):
         capture_output=True,
     )
     existed = (REPO / ".langgraph_api").exists()
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [RAG, "serve", "--port", str(port)],
         env=env,

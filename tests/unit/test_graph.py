@@ -170,3 +170,8 @@ def test_state_resets_between_questions_on_a_thread(corpus_env, models):
     assert second["timings"]["generate_answer"] < 5
     assert len(app.get_state(config).values["messages"]) == 4
     assert models.chats["query"].calls  # the second question was rephrased with history
+
+
+def test_querying_with_another_embedding_model_is_refused(corpus_env, models):
+    with pytest.raises(ConfigError, match="was embedded with 'local'"):
+        ask("How do I install?", {"embedding_model": "openai:other@http://127.0.0.1:9/v1"})

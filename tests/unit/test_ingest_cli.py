@@ -279,3 +279,21 @@ def test_inspect_unknown_collection_exits_2(capsys, stub, corpus):
     code, _, err = rag(capsys, "inspect", "corpus/guide.md", "--collection", "nope")
     assert code == 2
     assert "unknown collection 'nope'" in err and "known: docs" in err
+
+
+def test_json_lines_saved_as_json_with_a_text_field(capsys, stub, tmp_path):
+    data = tmp_path / "abstracts.json"  # JSON Lines despite the name, like the CACM dump
+    data.write_text(
+        '{"id": "CACM-1", "contents": "Algorithms for sorting"}\n'
+        '{"id": "CACM-2", "contents": "Compilers and parsing"}\n'
+    )
+    report = ingest_json(capsys, data, "--json-text-field", "contents")
+    assert report["skipped"] == [] and report["chunks_added"] == 2
+    code, out, _ = rag(capsys, "inspect", "abstracts.json#CACM-2")
+    assert code == 0 and "lines 2-2" in out and "Compilers and parsing" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"id": 1, "contents": "x"} {"id": 2}\n')  # not one object per line
+    report = ingest_json(capsys, bad, "--json-text-field", "contents")
+    assert report["skipped"] == [
+        {"path": "bad.json", "reason": "invalid JSON at line 1: Extra data"}
+    ]
