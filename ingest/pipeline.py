@@ -25,6 +25,7 @@ from tqdm import tqdm
 from ingest.derive import derived_chunks
 from ingest.extract import ExtractError, ExtractOptions, discover, extract_file, source_root
 from ingest.partition import PartitionOptions, partition
+from tools import tracing
 from tools.collection import Collection
 from tools.config import Settings
 from tools.documents import Chunk, ExtractedDocument, short_hash
@@ -80,6 +81,7 @@ class IngestReport:
     vectors_reused: int = 0
     orphans_removed: int = 0
     seconds: float = 0.0
+    trace_id: str | None = None
 
     @property
     def chunks_per_s(self) -> float:
@@ -154,16 +156,40 @@ class Ingestor:
         report = IngestReport(self.collection.name)
         files = discover(paths, self.options.include, self.options.exclude)
         report.files_seen = len(files)
-        with _exclusive(self.collection):
+        inputs = {"paths": [str(p) for p in paths], "collection": self.collection.name}
+        with (
+            tracing.span(self.settings, "ingest", root=True, input=inputs) as trace,
+            _exclusive(self.collection),
+        ):
             report.orphans_removed = self.collection.remove_orphans()
-            pending = self._changed(files, report)
+            with tracing.span(self.settings, "extract_partition") as stage:
+                pending = self._changed(files, report)
+                stage.update(
+                    output={
+                        "changed_files": len(pending),
+                        "unchanged": report.files_unchanged,
+                        "skipped": len(report.skipped),
+                    }
+                )
             if pending:  # an unchanged collection never even loads the embedding model
                 self._bind_embedding()
-            for group in self._groups(pending):
-                self._persist(group, report)
+            with tracing.span(self.settings, "embed_persist") as stage:
+                for group in self._groups(pending):
+                    self._persist(group, report)
+                stage.update(
+                    output={
+                        "chunks_added": report.chunks_added,
+                        "chunks_embedded": report.chunks_embedded,
+                        "vectors_reused": report.vectors_reused,
+                    }
+                )
             if self.options.prune:
-                self._prune(paths, {source for _, source in files}, report)
-        report.seconds = time.perf_counter() - started
+                with tracing.span(self.settings, "prune") as stage:
+                    self._prune(paths, {source for _, source in files}, report)
+                    stage.update(output={"files_removed": report.files_removed})
+            report.seconds = time.perf_counter() - started
+            report.trace_id = getattr(trace, "trace_id", None)
+            trace.update(output=report.as_dict())
         return report
 
     def _bind_embedding(self) -> None:

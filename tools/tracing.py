@@ -17,7 +17,8 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,33 @@ def score(
     lf.create_score(
         trace_id=trace_id, name=name, value=float(value), data_type=kind, comment=comment
     )
+
+
+@contextmanager
+def span(settings: Settings, name: str, *, root: bool = False, **fields: Any) -> Iterator[Any]:
+    """A traced block outside the graph (an ingestion run and its stages).
+
+    Yields an object with ``update(output=..., metadata=...)``; a do-nothing one when
+    tracing is off, so callers never branch on it.
+    """
+    lf = client(settings)
+    if lf is None:
+        yield _NoSpan()
+        return
+    context = None
+    if root:
+        trace_id = new_trace_id()
+        LOCAL_SINK.route(trace_id, spans_file(settings))
+        context = {"trace_id": trace_id}
+    with lf.start_as_current_observation(
+        name=name, as_type="span", trace_context=context, **fields
+    ) as observation:
+        yield observation
+
+
+class _NoSpan:
+    def update(self, **_: Any) -> None:
+        pass
 
 
 def flush() -> None:

@@ -175,3 +175,26 @@ def test_bad_tracing_host_never_hurts_answering(
     assert out["answer"] == baseline["answer"] and out["trace_id"]
     assert on_s < off_s * 3 + 2.0  # generous: shared, noisy machines
     assert flush_s < 15  # bounded by LANGFUSE_TIMEOUT=2 per request
+
+
+def test_ingestion_run_is_one_trace_with_stage_spans(tmp_path, monkeypatch):
+    from ingest.pipeline import IngestOptions, Ingestor
+    from tests.fakes import HashEmbeddings
+    from tools.collection import Collection
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nSome text about ingestion.\n")
+    settings = load_settings({"data_dir": tmp_path / "data", "tracing": "local"})
+    report = Ingestor(
+        settings,
+        Collection(settings, create=True),
+        HashEmbeddings(),
+        IngestOptions(),
+        progress=False,
+    ).run([tmp_path / "docs"])
+    tracing.flush()
+    spans = {s["name"]: s for s in tracing.load_trace(settings, report.trace_id)}
+    assert {"ingest", "extract_partition", "embed_persist"} <= set(spans)
+    assert spans["extract_partition"]["parent_id"] == spans["ingest"]["span_id"]
+    output = json.loads(spans["embed_persist"]["attributes"]["langfuse.observation.output"])
+    assert output["chunks_added"] == 1 and output["chunks_embedded"] == 1
