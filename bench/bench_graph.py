@@ -4,8 +4,9 @@
 
 Both use the same local model, the same collection (docs_corpus/), the same retriever
 and k, and the same answer prompt; the plain chain just skips query generation,
-verification and regeneration. Target: graph / chain <= 1.6. Also measures the
-prompt-prefix cache: a verifier call after the generator (shared leading block)
+verification and regeneration. The model's KV cache is reset before every measured
+run and the order alternates, so neither side reuses the other's cached prompt.
+Target: graph / chain <= 1.6. Also measures the prompt-prefix cache: a verifier call after the generator (shared leading block)
 against the same call after an unrelated prompt.
 """
 
@@ -37,19 +38,19 @@ QUESTIONS = [
 ]
 
 
-def plain_chain(settings, retriever, llm, question: str) -> float:
+def cold(llama, run) -> tuple[float, object]:
+    """Time ``run`` after clearing the model's cached prompt prefix."""
+    llama.reset()
     started = time.perf_counter()
+    result = run()
+    return time.perf_counter() - started, result
+
+
+def plain_chain(settings, retriever, llm, question: str) -> object:
     passages, _ = retriever.retrieve([question])
     context = context_message([asdict(p) for p in passages[: settings.k]])
-    llm.invoke(
-        [
-            context,
-            HumanMessage(
-                prompts.ANSWER.text.format(not_found=prompts.NOT_FOUND, question=question)
-            ),
-        ]
-    )
-    return time.perf_counter() - started
+    instructions = prompts.ANSWER.text.format(not_found=prompts.NOT_FOUND, question=question)
+    return llm.invoke([context, HumanMessage(instructions)])
 
 
 def prefix_cache(llm, context: SystemMessage) -> dict[str, float]:
@@ -84,11 +85,20 @@ def main() -> None:
         app = build_graph()
         plain_chain(settings, retriever, llm, "warm up the model")  # loads belong to no one
         graph_runs, chain_runs, per_node = [], [], []
-        for question in QUESTIONS:
-            chain_runs.append(plain_chain(settings, retriever, llm, question))
-            started = time.perf_counter()
-            out = app.invoke({"question": question}, {"configurable": settings.model_dump()})
-            graph_runs.append(time.perf_counter() - started)
+        llama = llm._loaded().llama
+        for i, question in enumerate(QUESTIONS):
+            runs = {
+                "chain": lambda q=question: plain_chain(settings, retriever, llm, q),
+                "graph": lambda q=question: app.invoke(
+                    {"question": q}, {"configurable": settings.model_dump()}
+                ),
+            }
+            # alternate which goes first; every run starts with a cold KV cache
+            order = ["chain", "graph"] if i % 2 == 0 else ["graph", "chain"]
+            measured = {name: cold(llama, runs[name]) for name in order}
+            chain_runs.append(measured["chain"][0])
+            graph_runs.append(measured["graph"][0])
+            out = measured["graph"][1]
             per_node.append({**out["timings"], "grounded": out["verdict"].get("grounded")})
         passages, _ = retriever.retrieve([QUESTIONS[0]])
         cache = prefix_cache(llm, context_message([asdict(p) for p in passages[: settings.k]]))
