@@ -6,8 +6,9 @@ Both use the same local model, the same collection (docs_corpus/), the same retr
 and k, and the same answer prompt; the plain chain just skips query generation,
 verification and regeneration. The model's KV cache is reset before every measured
 run and the order alternates, so neither side reuses the other's cached prompt.
-Target: graph / chain <= 1.6. Also measures the prompt-prefix cache: a verifier call after the generator (shared leading block)
-against the same call after an unrelated prompt.
+Target: graph / chain <= 1.6. Also measures the prompt-prefix cache: a verifier call
+after the generator (shared leading block) against the same call after an unrelated
+prompt.
 """
 
 from __future__ import annotations
