@@ -123,6 +123,33 @@ def client(settings: Settings) -> Any | None:
 
 
 LOCAL_SINK = JsonlSpanExporter()
+_EXPORT_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "langfuse")
+
+
+class _OneExportWarning(logging.Filter):
+    """A dead tracing host must cost at most one log line per process, not one per batch:
+    the first export/score failure is reported, later ones are dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reported = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        text = record.getMessage()
+        if not any(m in text for m in ("export", "Failed to send", "error", "Transient")):
+            return True
+        if self.reported:
+            return False
+        self.reported = True
+        record.msg, record.args = f"tracing host problem (further ones not logged): {text}", ()
+        return True
+
+
+_ONE_WARNING = _OneExportWarning()
+for _name in _EXPORT_LOGGERS:
+    logging.getLogger(_name).addFilter(_ONE_WARNING)
 
 
 def _make_client(current: str) -> Any:
