@@ -336,14 +336,16 @@ def _load_json(data: bytes, path: Path, source: str, options: ExtractOptions) ->
     text = _decode(data)
     lines_mode = path.suffix.lower() in (".jsonl", ".ndjson")
     records: list[tuple[int, Any]] = []
+    whole_error = ""  # set when a .json file is read as JSON Lines
     if not lines_mode:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
+            whole_error = f"invalid JSON at line {exc.lineno}: {exc.msg}"
             # JSON Lines saved as .json (common for datasets): one value, then "Extra data"
             # at the start of the next line. Anything else is an error, not a guess.
             if exc.msg != "Extra data" or exc.colno != 1 or exc.lineno < 2:
-                raise ExtractError(f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+                raise ExtractError(whole_error) from None
             lines_mode = True
         else:
             records = [(1, record) for record in (value if isinstance(value, list) else [value])]
@@ -353,7 +355,8 @@ def _load_json(data: bytes, path: Path, source: str, options: ExtractOptions) ->
                 try:
                     records.append((number, json.loads(line)))
                 except json.JSONDecodeError as exc:
-                    raise ExtractError(f"invalid JSON on line {number}: {exc.msg}") from None
+                    reason = whole_error or f"invalid JSON on line {number}: {exc.msg}"
+                    raise ExtractError(reason) from None
     if not records:
         raise ExtractError("no records")
     docs: _Docs = []

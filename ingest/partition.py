@@ -97,8 +97,11 @@ class PartitionOptions:
         if _UNIT[name] != run_unit:
             return default_size, default_overlap
         size = default_size if self.chunk_size is None else self.chunk_size
-        overlap = default_overlap if self.overlap is None else self.overlap
-        return size, min(overlap, size - 1) if self.overlap is None else overlap
+        if self.overlap is not None:
+            return size, self.overlap
+        # the default overlap keeps its share of the size (15%; lines 5%): clamping it to
+        # size - 1 made --chunk-size 100 step one word at a time, 20x the chunks
+        return size, min(size - 1, default_overlap * size // default_size)
 
     def splitter_for(self, kind: str) -> str:
         """The concrete splitter for a document kind: per_kind override, then auto rules."""

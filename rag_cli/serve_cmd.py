@@ -65,6 +65,10 @@ def server_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     workdir = settings.data_dir.resolve() / "server"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -73,6 +77,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         f"(assistant 'rag'; data in {settings.data_dir.resolve()}); Ctrl-C stops",
         flush=True,
     )
+    # SIGTERM (a service manager, a test's teardown) stops the server like Ctrl-C does,
+    # so the langgraph child never outlives this process
+    signal.signal(signal.SIGTERM, _interrupt)
     command = server_command(args.host, args.port, server_config(workdir))
     proc = subprocess.Popen(command, cwd=workdir, env=server_env(settings))
     try:

@@ -7,8 +7,10 @@ text: enough to exercise the CLI plumbing, the report and the manifest, not retr
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
+from fpdf import FPDF
 
 from rag_cli.main import main
 from tests.openai_stub_server import OpenAIStub
@@ -139,9 +141,19 @@ def test_splitter_for_a_kind(capsys, stub, corpus):
     assert len(notes) > 1 and all(len(c.text) <= 300 for c in notes)
 
 
-def test_splitter_for_pdf_is_accepted(capsys, stub, corpus):
-    report = ingest_json(capsys, corpus, "--splitter-for", "pdf=lines")
-    assert report["files_indexed"] == 3
+def test_splitter_for_pdf(capsys, stub, corpus):
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=12)
+    for text in ("Quarterly report, page one.", "Results on page two."):
+        pdf.add_page()
+        pdf.cell(text=text)
+    pdf.output(str(corpus / "report.pdf"))
+    report = ingest_json(capsys, corpus, "--splitter-for", "pdf=chars", "--chunk-size", "12")
+    assert report["files_indexed"] == 4
+    chunks = Collection(load_settings(), "docs").manifest.chunks_of_source("corpus/report.pdf")
+    assert {c.page for c in chunks} == {1, 2} and all(len(c.text) <= 12 for c in chunks)
+    guide = Collection(load_settings(), "docs").manifest.chunks_of_source("corpus/guide.md")
+    assert all(len(c.text) <= 12 for c in guide)  # 12 characters for every other kind too
 
 
 @pytest.mark.parametrize("value", ["x", "pdf", "pdf=pages", "=lines", "md=lines"])
@@ -165,6 +177,15 @@ def test_overlap_not_below_chunk_size_is_a_clear_error(capsys, corpus, flags):
     assert code != 0
     assert "overlap" in err and "smaller than chunk_size" in err
     assert "Traceback" not in err
+
+
+def test_chunk_size_alone_scales_the_default_overlap(capsys, stub, corpus):
+    ingest_json(capsys, corpus / "guide.md", "--chunk-size", "200")
+    chunks = Collection(load_settings(), "docs").manifest.chunks_of_source("corpus/guide.md")
+    # 15% of 200 characters, as 150 is of the default 1000; not 199, one word per step
+    overlaps = [a.end_char - b.start_char for a, b in pairwise(chunks)]
+    assert max(overlaps) <= 30
+    assert len(chunks) <= 2 * len(PAGES["guide.md"]) // 200
 
 
 def test_zero_chunk_size_is_an_error_not_the_default(capsys, corpus):
@@ -296,4 +317,10 @@ def test_json_lines_saved_as_json_with_a_text_field(capsys, stub, tmp_path):
     report = ingest_json(capsys, bad, "--json-text-field", "contents")
     assert report["skipped"] == [
         {"path": "bad.json", "reason": "invalid JSON at line 1: Extra data"}
+    ]
+    pretty = tmp_path / "pretty.json"  # two indented objects: neither JSON nor JSON Lines
+    pretty.write_text('{\n  "contents": "x"\n}\n{\n  "contents": "y"\n}\n')
+    report = ingest_json(capsys, pretty, "--json-text-field", "contents")
+    assert report["skipped"] == [
+        {"path": "pretty.json", "reason": "invalid JSON at line 4: Extra data"}
     ]
