@@ -7,9 +7,9 @@ from pathlib import Path
 
 import docx
 import pytest
-from fpdf import FPDF
 
 from ingest.extract import ExtractError, ExtractOptions, discover, extract_file, source_root
+from tests.files import make_pdf
 
 
 def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
@@ -26,19 +26,6 @@ def extract_one(path: Path, **options):
     docs = extract_file(path, path.name, ExtractOptions(**options))
     assert len(docs) == 1
     return docs[0]
-
-
-def make_pdf(path: Path, pages: list[str], title: str = "") -> Path:
-    pdf = FPDF()
-    if title:
-        pdf.set_title(title)
-    pdf.set_font("Helvetica", size=12)
-    for text in pages:
-        pdf.add_page()
-        if text:
-            pdf.cell(text=text)
-    pdf.output(str(path))
-    return path
 
 
 # ---- text formats ---------------------------------------------------------------------------

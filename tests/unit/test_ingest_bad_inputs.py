@@ -10,11 +10,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from fpdf import FPDF
 
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings
+from tests.files import make_pdf
 from tools.collection import Collection
 from tools.config import load_settings
 from tools.manifest import Manifest
@@ -31,17 +31,6 @@ def run(settings, paths, name="docs", options=OPTIONS):
     col = Collection(settings, name, create=True)
     report = Ingestor(settings, col, HashEmbeddings(), options, progress=False).run(paths)
     return report, col
-
-
-def make_pdf(path: Path, pages: list[str]) -> bytes:
-    pdf = FPDF()
-    pdf.set_font("Helvetica", size=12)
-    for text in pages:
-        pdf.add_page()
-        if text:
-            pdf.cell(text=text)
-    pdf.output(str(path))
-    return path.read_bytes()
 
 
 GOOD = {
@@ -65,7 +54,7 @@ def messy(tmp_path) -> Path:
     with (root / "huge.txt").open("wb") as fh:
         fh.truncate(50 * 1024 * 1024)  # sparse: instant, and reading it would be the bug
     (root / "corrupt.pdf").write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 16)
-    whole = make_pdf(tmp_path / "whole.pdf", ["Alpha", "Beta"])
+    whole = make_pdf(tmp_path / "whole.pdf", ["Alpha", "Beta"]).read_bytes()
     (root / "truncated.pdf").write_bytes(whole[: len(whole) // 2])
     make_pdf(root / "scanned.pdf", ["", ""])  # pages without any text layer
     (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")

@@ -13,6 +13,7 @@ import pytest
 from fpdf import FPDF
 
 from rag_cli.main import main
+from tests.files import write_tree
 from tests.openai_stub_server import OpenAIStub
 from tools.collection import Collection
 from tools.config import load_settings
@@ -47,11 +48,7 @@ def stub(monkeypatch):
 
 @pytest.fixture
 def corpus(tmp_path):
-    root = tmp_path / "corpus"
-    for name, text in PAGES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
+    return write_tree(tmp_path / "corpus", PAGES)
 
 
 def rag(capsys, *argv: str) -> tuple[int, str, str]:

@@ -10,6 +10,7 @@ from ingest import pipeline
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings
+from tests.files import write_tree
 from tools.collection import Collection
 from tools.config import ConfigError, load_settings
 
@@ -26,11 +27,7 @@ PAGES = {
 
 @pytest.fixture
 def corpus(tmp_path):
-    root = tmp_path / "corpus"
-    for name, text in PAGES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
+    return write_tree(tmp_path / "corpus", PAGES)
 
 
 @pytest.fixture
