@@ -36,6 +36,9 @@ QUESTIONS = [
     "How do I switch the answer generator to an OpenAI-compatible server?",
     "What happens when the model file does not match its sha256?",
     "Which setting controls how long a model call may take?",
+    "What does the window retrieval strategy do?",
+    "How do I see the trace of an answer?",
+    "What does rag ingest do with a file it cannot read?",
 ]
 
 
@@ -100,7 +103,13 @@ def main() -> None:
             chain_runs.append(measured["chain"][0])
             graph_runs.append(measured["graph"][0])
             out = measured["graph"][1]
-            per_node.append({**out["timings"], "grounded": out["verdict"].get("grounded")})
+            per_node.append(
+                {
+                    **out["timings"],
+                    "grounded": out["verdict"].get("grounded"),
+                    "attempts": out.get("attempts", 0),
+                }
+            )
         passages, _ = retriever.retrieve([QUESTIONS[0]])
         cache = prefix_cache(llm, context_message([asdict(p) for p in passages[: settings.k]]))
     report = {
@@ -113,6 +122,7 @@ def main() -> None:
             for node in ("generate_queries", "retrieve", "generate_answer", "verify", "finalize")
         },
         "grounded": [r["grounded"] for r in per_node],
+        "answers_generated": [r["attempts"] for r in per_node],
         "prefix_cache": cache,
     }
     if args.json:
@@ -121,7 +131,7 @@ def main() -> None:
     print(f"plain chain: {report['chain_s']} s; graph: {report['graph_s']} s")
     print(
         f"graph / chain = {report['graph_over_chain']} (target <= 1.6); "
-        f"grounded: {report['grounded']}"
+        f"grounded: {report['grounded']}; answers generated: {report['answers_generated']}"
     )
     print(
         "median seconds per node: "

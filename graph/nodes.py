@@ -232,7 +232,11 @@ def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
         unsupported=unsupported,
         missing=missing,
     )
-    return {"verdict": verdict, "feedback": unsupported}
+    feedback = [
+        f"{s} (not in the passages: {', '.join(missing[s])})" if s in missing else s
+        for s in unsupported
+    ]
+    return {"verdict": verdict, "feedback": feedback}
 
 
 @timed("finalize")

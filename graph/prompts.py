@@ -65,9 +65,11 @@ ANSWER = Prompt(
 
 RETRY = Prompt(
     "retry",
-    1,
+    2,
     "\n\nA previous answer was rejected because these statements were not supported by the "
-    "passages:\n{unsupported}\nWrite a new answer that only states what the passages say.",
+    "passages:\n{unsupported}\nWrite a new answer that only states what the passages say. "
+    "Copy names, numbers, commands and settings exactly as the passages write them, and cite "
+    "the passage numbers after each sentence.",
 )
 
 VERIFY = Prompt(

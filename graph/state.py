@@ -32,12 +32,12 @@ class OutputState(TypedDict, total=False):
     retrieval: dict[str, Any]
     timings: dict[str, float]  # seconds per node, reset by the first node of each question
     prompts: dict[str, int]
+    attempts: int  # answers generated for this question (1 + regenerations)
     trace_id: str | None
 
 
 class State(InputState, OutputState, total=False):
     passages: list[dict[str, Any]]
     draft: str
-    attempts: int  # answers generated so far for this question
-    feedback: list[str]  # unsupported statements from the last verification
+    feedback: list[str]  # unsupported statements (with missing literals) from the last check
     abstain_reason: str

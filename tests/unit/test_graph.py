@@ -119,6 +119,14 @@ def test_literal_check_catches_an_invented_number(corpus_env, models):
     assert out["verdict"]["missing"] == {"The first install takes 12 minutes [1].": ["12"]}
 
 
+def test_regeneration_is_told_which_literals_are_missing(corpus_env, models):
+    models.answer = ["The first install takes 12 minutes [1].", "Run make demo [1]."]
+    out = ask("How long does the install take?", {"max_regenerations": 1})
+    retry_prompt = models.chats["generator"].calls[1][-1].text
+    assert "takes 12 minutes [1]. (not in the passages: 12)" in retry_prompt
+    assert out["verdict"]["grounded"] is True
+
+
 def test_malformed_verifier_output_is_reported_not_fatal(corpus_env, models):
     models.support = '{"supported": [tr'
     out = ask("How do I install the service?", {"llm_max_retries": 1})
