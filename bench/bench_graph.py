@@ -59,7 +59,9 @@ def plain_chain(settings, retriever, llm, question: str) -> object:
 
 def prefix_cache(llm, context: SystemMessage) -> dict[str, float]:
     """Verifier-shaped call after the generator's prefix vs after an unrelated prompt."""
-    verify = HumanMessage(prompts.VERIFY.text.format(statements="1. A statement."))
+    verify = HumanMessage(
+        prompts.VERIFY.text.format(question="A question?", statements="1. A statement.")
+    )
     llm.invoke([context, HumanMessage("Question: warm the cache")], max_tokens=1)
     started = time.perf_counter()
     llm.invoke([context, verify], max_tokens=8)

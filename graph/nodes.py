@@ -176,9 +176,8 @@ def context_message(passages: list[dict[str, Any]]) -> SystemMessage:
 @timed("generate_answer")
 def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
     settings = settings_for(config, state)
-    instructions = prompts.ANSWER.text.format(
-        not_found=prompts.NOT_FOUND, question=state["queries"][0]
-    )
+    prompt = prompts.ANSWER_SHORT if settings.answer_style == "short" else prompts.ANSWER
+    instructions = prompt.text.format(not_found=prompts.NOT_FOUND, question=state["queries"][0])
     if state.get("feedback"):
         unsupported = "\n".join(f"- {s}" for s in state["feedback"])
         instructions += prompts.RETRY.text.format(unsupported=unsupported)
@@ -213,7 +212,9 @@ def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
             _verdict_model(len(claims)),
             [
                 context_message(state["passages"]),
-                HumanMessage(prompts.VERIFY.text.format(statements=numbered)),
+                HumanMessage(
+                    prompts.VERIFY.text.format(question=state["queries"][0], statements=numbered)
+                ),
             ],
             retries=settings.llm_max_retries,
             config=config,

@@ -63,6 +63,16 @@ ANSWER = Prompt(
     "not contain the answer, reply exactly: {not_found}\n\nQuestion: {question}",
 )
 
+# For extractive QA benchmarks (SQuAD scores token overlap with a short gold span).
+ANSWER_SHORT = Prompt(
+    "answer_short",
+    1,
+    "Answer the question using only the passages above, with the shortest exact phrase "
+    "copied from them (a name, number, date or a few words), followed by the number of the "
+    "passage it comes from, like: Paris [2]. If the passages do not contain the answer, "
+    "reply exactly: {not_found}\n\nQuestion: {question}",
+)
+
 RETRY = Prompt(
     "retry",
     2,
@@ -74,11 +84,12 @@ RETRY = Prompt(
 
 VERIFY = Prompt(
     "verify",
-    1,
+    2,
     "Check an answer against the passages above. For each numbered statement below, decide "
-    "whether the passages fully support it (every fact, number and name). "
+    "whether the passages fully support it as an answer to the question (every fact, number "
+    "and name). "
     'Reply with JSON: {{"supported": [true or false for each statement, in order]}}.'
-    "\n\nStatements:\n{statements}",
+    "\n\nQuestion: {question}\nStatements:\n{statements}",
 )
 
 NOT_FOUND = "NOT_IN_DOCUMENTS"
@@ -91,7 +102,7 @@ ABSTAIN_UNVERIFIED = (
     "I could not produce an answer that the documents support, so I am not giving one."
 )
 
-ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, RETRY, VERIFY)
+ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, ANSWER_SHORT, RETRY, VERIFY)
 
 
 def versions() -> dict[str, int]:

@@ -49,6 +49,7 @@ class Settings(BaseModel):
     generator_model: str = Field("local", description="Chat model that writes the answer.")
     query_model: str = Field("local", description="Chat model that rephrases/expands queries.")
     verifier_model: str = Field("local", description="Second LLM that checks grounding.")
+    judge_model: str = Field("local", description="LLM that scores answers in `rag eval`.")
     embedding_model: str = Field("local", description="Embedding model for chunks and queries.")
 
     llm_context_tokens: int = Field(4096, ge=512, le=32768, description="Local LLM context size.")
@@ -112,6 +113,11 @@ class Settings(BaseModel):
         "", description="Cross-encoder path or litellm rerank model (e.g. cohere/rerank-v3.5)."
     )
     rerank_keep: int = Field(0, ge=0, le=50, description="Keep this many after reranking; 0 = k.")
+    answer_style: Literal["full", "short"] = Field(
+        "full",
+        description="full: cited sentences; short: the shortest exact phrase from the passages "
+        "(extractive QA, as SQuAD scores it).",
+    )
     max_regenerations: int = Field(1, ge=0, le=5, description="Re-answers after a failed check.")
     on_unverified: Literal["return", "abstain"] = Field(
         "return", description="After the last failed check: return marked, or abstain."
@@ -124,7 +130,7 @@ class Settings(BaseModel):
         "<data_dir>/traces (see `rag trace show`); off.",
     )
 
-    @field_validator("generator_model", "query_model", "verifier_model")
+    @field_validator("generator_model", "query_model", "verifier_model", "judge_model")
     @classmethod
     def _chat_spec(cls, value: str) -> str:
         parse_model_spec(value, kind="chat")

@@ -16,8 +16,8 @@ from tools.config import ConfigError, Settings
 from tools.local_assets import DEFAULT_LLM, resolve_gguf
 from tools.model_spec import ModelSpec, parse_model_spec
 
-Role = Literal["generator", "query", "verifier"]
-ROLES: tuple[Role, ...] = ("generator", "query", "verifier")
+Role = Literal["generator", "query", "verifier", "judge"]
+ROLES: tuple[Role, ...] = ("generator", "query", "verifier", "judge")
 
 # litellm fetches a cost map from the internet at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

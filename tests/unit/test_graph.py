@@ -183,3 +183,13 @@ def test_state_resets_between_questions_on_a_thread(corpus_env, models):
 def test_querying_with_another_embedding_model_is_refused(corpus_env, models):
     with pytest.raises(ConfigError, match="was embedded with 'local'"):
         ask("How do I install?", {"embedding_model": "openai:other@http://127.0.0.1:9/v1"})
+
+
+def test_short_answer_style_uses_its_own_prompt_and_the_verifier_sees_the_question(
+    corpus_env, models
+):
+    models.answer = "make demo [1]"
+    out = ask("How do I install the service?", {"answer_style": "short"})
+    assert out["answer"] == "make demo [1]" and out["verdict"]["grounded"] is True
+    assert "shortest exact phrase" in models.chats["generator"].calls[0][-1].text
+    assert "Question: How do I install the service?" in models.chats["verifier"].calls[0][-1].text

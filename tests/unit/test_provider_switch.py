@@ -45,14 +45,14 @@ def test_embeddings_route_to_openai_compatible_server(tmp_path, monkeypatch):
 def test_doctor_json_reports_each_model(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with OpenAIStub() as server:
-        for role in ("GENERATOR", "QUERY", "VERIFIER"):
+        for role in ("GENERATOR", "QUERY", "VERIFIER", "JUDGE"):
             monkeypatch.setenv(f"RAG_{role}_MODEL", f"openai:chat@{server.base_url}")
         monkeypatch.setenv("RAG_EMBEDDING_MODEL", f"openai:emb@{server.base_url}")
         code = main(["doctor", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["ok"] is True
     chat, emb = report["models"]
-    assert chat["roles"] == ["generator", "query", "verifier"]
+    assert chat["roles"] == ["generator", "query", "verifier", "judge"]
     assert chat["loaded"] and chat["load_s"] is not None and chat["first_call_s"] is not None
     assert emb["kind"] == "embedding" and emb["detail"] == "3-d vector"
 
@@ -62,6 +62,7 @@ def test_doctor_fails_clearly_when_a_model_is_unreachable(tmp_path, monkeypatch,
     monkeypatch.setenv("RAG_GENERATOR_MODEL", "openai:chat@http://127.0.0.1:9/v1")
     monkeypatch.setenv("RAG_QUERY_MODEL", "openai:chat@http://127.0.0.1:9/v1")
     monkeypatch.setenv("RAG_VERIFIER_MODEL", "openai:chat@http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RAG_JUDGE_MODEL", "openai:chat@http://127.0.0.1:9/v1")
     monkeypatch.setenv("RAG_EMBEDDING_MODEL", "openai:emb@http://127.0.0.1:9/v1")
     monkeypatch.setenv("RAG_LLM_MAX_RETRIES", "0")
     code = main(["doctor", "--json"])
