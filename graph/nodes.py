@@ -24,7 +24,9 @@ from tools import tracing
 from tools.errors import ModelError
 from tools.grounding import cited_numbers, missing_facts, statements, strip_markers
 from tools.rerank import make_reranker, rerank
+from tools.resilient import invoke_text
 from tools.retrieval import HybridRetriever, Passage
+from tools.sanitize import PASSAGE_CLOSE, PASSAGE_OPEN, neutralise, one_line
 from tools.structured import invoke_structured
 
 Node = Callable[[State, RunnableConfig], dict[str, Any]]
@@ -60,6 +62,12 @@ class _Queries(BaseModel):
     queries: list[str] = Field(max_length=5)
 
 
+def failure(exc: ModelError, stage: str) -> dict[str, Any]:
+    """A model fault as a typed ``error`` in the answer object, plus an honest abstention."""
+    error = {"type": exc.kind, "stage": stage, "message": str(exc)}
+    return {"error": error, "abstain_reason": prompts.ABSTAIN_ERROR.format(**error)}
+
+
 def _history(state: State) -> list[BaseMessage]:
     return [m for m in state.get("messages") or [] if m.type in ("human", "ai")]
 
@@ -74,38 +82,49 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
     question = validate_question(state.get("question"), settings.max_question_chars)
     history = _history(state)
     standalone = question
-    if history:
+    if history:  # a failed rephrasing keeps the question as asked: retrieval still works
         conversation = "\n".join(
             f"{'User' if m.type == 'human' else 'Assistant'}: {m.text[:500]}"
             for m in history[-HISTORY_TURNS:]
         )
-        reply = llm(settings, "query").invoke(
-            [
-                SystemMessage(prompts.REPHRASE.text),
-                HumanMessage(
-                    prompts.REPHRASE_INPUT.format(conversation=conversation, question=question)
-                ),
-            ],
-            config,
-        )
-        candidate = reply.text.strip().split("\n")[0].removeprefix("Rephrased:").strip()
+        try:
+            reply = invoke_text(
+                llm(settings, "query"),
+                [
+                    SystemMessage(prompts.REPHRASE.text),
+                    HumanMessage(
+                        prompts.REPHRASE_INPUT.format(conversation=conversation, question=question)
+                    ),
+                ],
+                retries=settings.llm_max_retries,
+                what="rephrasing",
+                config=config,
+            )
+        except ModelError:
+            reply = ""
+        candidate = reply.split("\n")[0].removeprefix("Rephrased:").strip()
         candidate = candidate.strip('"').strip()
         if candidate and len(candidate) <= 3 * len(question) + 200:
             standalone = candidate
     queries = [standalone]
     if settings.multi_query > 1:
-        extra = invoke_structured(
-            llm(settings, "query"),
-            _Queries,
-            [
-                HumanMessage(
-                    prompts.MULTI_QUERY.text.format(n=settings.multi_query - 1, question=standalone)
-                )
-            ],
-            retries=settings.llm_max_retries,
-            config=config,
-        )
-        queries += [q.strip() for q in extra.queries if q.strip()]
+        try:
+            extra = invoke_structured(
+                llm(settings, "query"),
+                _Queries,
+                [
+                    HumanMessage(
+                        prompts.MULTI_QUERY.text.format(
+                            n=settings.multi_query - 1, question=standalone
+                        )
+                    )
+                ],
+                retries=settings.llm_max_retries,
+                config=config,
+            ).queries
+        except ModelError:  # alternatives only widen recall; the question alone still works
+            extra = []
+        queries += [q.strip() for q in extra if q.strip()]
         queries = list(dict.fromkeys(queries))[: settings.multi_query]
     return {
         "question": question,
@@ -116,6 +135,7 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
         "feedback": [],
         "abstain_reason": "",
         "verdict": {},
+        "error": None,
         "trace_id": (config.get("metadata") or {}).get("rag_trace_id")
         or tracing.current_trace_id(settings),
     }
@@ -127,7 +147,10 @@ def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
     col = collection(settings, settings.collection)
     col.require_embedding(settings.embedding_model)
     retriever = HybridRetriever(col, embedder(settings), settings)
-    passages, report = retriever.retrieve(state["queries"])
+    try:
+        passages, report = retriever.retrieve(state["queries"])
+    except ModelError as exc:
+        return {"passages": [], **failure(exc, "retrieve")}
     keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)
     kept = passages[:keep]
     info = {
@@ -159,16 +182,26 @@ def rerank_passages(state: State, config: RunnableConfig) -> dict[str, Any]:
     settings = settings_for(config, state)
     reranker = make_reranker(settings, llm(settings, "query"))
     passages = [Passage(**p) for p in state["passages"]]
-    kept = rerank(
-        reranker, state["queries"][0], passages, settings.rerank_keep or settings.k, config
-    )
+    keep = settings.rerank_keep or settings.k
+    try:
+        kept = rerank(reranker, state["queries"][0], passages, keep, config)
+    except ModelError as exc:  # reranking only reorders: fall back to retrieval order
+        fault = {"type": exc.kind, "message": str(exc)}
+        info = {**state.get("retrieval", {}), "rerank_error": fault}
+        return {"passages": [asdict(p) for p in passages[:keep]], "retrieval": info}
     return {"passages": [asdict(p) for p in kept]}
 
 
 def context_message(passages: list[dict[str, Any]]) -> SystemMessage:
-    """The shared leading block of the generator's and the verifier's prompts."""
+    """The shared leading block of the generator's and the verifier's prompts.
+
+    The instruction comes first; each passage follows inside delimiters, neutralised
+    (tools.sanitize), so a document's text can never pose as a turn or an instruction.
+    """
     numbered = "\n\n".join(
-        f"[{i}] ({Passage(**p).location()})\n{p['text']}" for i, p in enumerate(passages, 1)
+        f"[{i}] ({one_line(Passage(**p).location())})\n"
+        f"{PASSAGE_OPEN}\n{neutralise(p['text'])}\n{PASSAGE_CLOSE}"
+        for i, p in enumerate(passages, 1)
     )
     return SystemMessage(prompts.CONTEXT.text.format(passages=numbered))
 
@@ -181,12 +214,19 @@ def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
     if state.get("feedback"):
         unsupported = "\n".join(f"- {s}" for s in state["feedback"])
         instructions += prompts.RETRY.text.format(unsupported=unsupported)
-    reply = llm(settings, "generator").invoke(
-        [context_message(state["passages"]), HumanMessage(instructions)], config
-    )
-    draft = reply.text.strip()
-    update: dict[str, Any] = {"draft": draft, "attempts": state.get("attempts", 0) + 1}
-    if not draft or prompts.NOT_FOUND in draft:
+    attempts = state.get("attempts", 0) + 1
+    try:
+        draft = invoke_text(
+            llm(settings, "generator"),
+            [context_message(state["passages"]), HumanMessage(instructions)],
+            retries=settings.llm_max_retries,
+            what="answer generation",
+            config=config,
+        )
+    except ModelError as exc:
+        return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}
+    update: dict[str, Any] = {"draft": draft, "attempts": attempts}
+    if prompts.NOT_FOUND in draft:
         update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND
     return update
 
@@ -223,7 +263,8 @@ def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
         verdict.update(
             grounded=False, score=None, unsupported=[], missing={}, error=f"verifier failed: {exc}"
         )
-        return {"verdict": verdict, "feedback": []}
+        error = {"type": exc.kind, "stage": "verify", "message": str(exc)}
+        return {"verdict": verdict, "feedback": [], "error": error}
     missing = {s: facts for s in claims if (facts := missing_facts(s, context))}
     supported = [ok and s not in missing for s, ok in zip(claims, judged, strict=True)]
     unsupported = [s for s, ok in zip(claims, supported, strict=True) if not ok]
@@ -291,6 +332,7 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
         "citations": citations,
         "references": references,
         "verdict": verdict,
+        "error": state.get("error"),
         "prompts": prompts.versions(),
         "messages": [HumanMessage(state["question"]), AIMessage(answer)],
     }

@@ -33,6 +33,9 @@ class OutputState(TypedDict, total=False):
     timings: dict[str, float]  # seconds per node, reset by the first node of each question
     prompts: dict[str, int]
     attempts: int  # answers generated for this question (1 + regenerations)
+    # a model fault, typed: {"type": "timeout"|"malformed_output"|"empty_answer"|
+    # "model_error", "stage": node, "message": ...}; None when every call succeeded
+    error: dict[str, str] | None
     trace_id: str | None
 
 

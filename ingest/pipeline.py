@@ -32,6 +32,7 @@ from tools.documents import Chunk, ExtractedDocument, short_hash
 from tools.errors import ModelError
 from tools.keyword_index import tokenize
 from tools.manifest import DocumentEntry, FileRecord
+from tools.resilient import with_retries
 
 # Files are committed in groups so embedding batches span files (throughput) while
 # memory and the work lost to an interruption stay bounded.
@@ -39,6 +40,7 @@ GROUP_CHUNKS = 512
 # Texts per embed_documents call (the model still batches by embedding_batch_size inside):
 # few calls, but a progress update and a bounded retry now and then.
 EMBED_CALL_TEXTS = 512
+EMBED_BACKOFF_S = 1.0  # first retry delay for a failed embedding call; doubles each time
 
 
 class IngestError(RuntimeError):
@@ -116,19 +118,18 @@ def _exclusive(collection: Collection) -> Iterator[None]:
 
 
 def _embed_with_retry(embedder: Embeddings, texts: list[str], attempts: int) -> list[list[float]]:
-    """Remote providers fail transiently; back off 1 s, 2 s, 4 s... before giving up."""
-    for attempt in range(attempts + 1):
-        try:
-            return embedder.embed_documents(texts)
-        except Exception as exc:
-            if attempt == attempts:
-                raise ModelError(
-                    f"embedding {len(texts)} chunks failed after {attempts + 1} attempts: "
-                    f"{type(exc).__name__}: {exc} (files committed so far are kept; "
-                    "re-run to finish)"
-                ) from exc
-            time.sleep(2**attempt)
-    raise AssertionError("unreachable")
+    """Remote providers fail transiently; back off 1 s, 2 s, 4 s... before giving up.
+    Nothing of the failing group is committed, so the collection stays as it was."""
+    try:
+        return with_retries(
+            lambda: embedder.embed_documents(texts),
+            retries=attempts,
+            what=f"embedding {len(texts)} chunks",
+            backoff_s=EMBED_BACKOFF_S,
+            retry_timeouts=True,
+        )
+    except ModelError as exc:
+        raise type(exc)(f"{exc} (files committed so far are kept; re-run to finish)") from exc
 
 
 class Ingestor:

@@ -22,6 +22,7 @@ OUTPUT_KEYS = (
     "citations",
     "verdict",
     "abstained",
+    "error",
     "queries",
     "timings",
     "trace_id",
@@ -94,6 +95,9 @@ def print_answer(out: dict[str, Any]) -> None:
         for ref in out["references"]:
             print(f"  {ref}")
     verdict = out.get("verdict") or {}
+    if out.get("error"):
+        error = out["error"]
+        print(f"\nerror ({error['type']} in {error['stage']}): {error['message']}")
     if out["abstained"]:
         print("\n(abstained)")
     elif verdict.get("grounded"):
@@ -129,7 +133,7 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(out, indent=2, default=str))
     else:
         print_answer(out)
-    return 0
+    return 1 if out.get("error") and out["abstained"] else 0
 
 
 CHAT_HELP = "commands: /passages (what was retrieved), /prompt (the full prompt), /new, /quit"

@@ -1,13 +1,29 @@
-"""Errors a user can act on. Entry points print their message and exit non-zero."""
+"""Errors a user can act on. Entry points print their message and exit non-zero.
+
+Model errors carry a ``kind``: the answer object's ``error.type``, so a caller can
+tell a timeout from a malformed reply without parsing messages.
+"""
 
 
 class ModelError(RuntimeError):
     """A model could not be loaded or called."""
 
+    kind = "model_error"
+
 
 class LLMTimeoutError(ModelError, TimeoutError):
     """A model call ran past its deadline (``llm_timeout_s``)."""
 
+    kind = "timeout"
+
 
 class ModelOutputError(ModelError, ValueError):
     """A model answered, but not in the shape asked for (truncated or invalid JSON)."""
+
+    kind = "malformed_output"
+
+
+class EmptyReplyError(ModelError):
+    """A model answered with nothing at all, on every attempt."""
+
+    kind = "empty_answer"

@@ -26,6 +26,7 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
 from tools.errors import LLMTimeoutError
+from tools.sanitize import strip_template_tokens
 
 _REGISTRY_LOCK = threading.Lock()
 _LOADED: dict[tuple[str, int, int], _Loaded] = {}
@@ -71,8 +72,14 @@ def release_all() -> None:
 
 
 def _to_llama_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
+    """Role dicts for llama.cpp. Template tokens are stripped from every content: llama.cpp
+    tokenises them as real control tokens, so one in a question or a document would
+    open a new turn (a prompt injection) rather than be read as text."""
     return [
-        {"role": _ROLES.get(m.type, "user"), "content": m.text if hasattr(m, "text") else ""}
+        {
+            "role": _ROLES.get(m.type, "user"),
+            "content": strip_template_tokens(m.text if hasattr(m, "text") else ""),
+        }
         for m in messages
     ]
 

@@ -7,7 +7,6 @@ that is a fault to retry, never a crash and never a silently empty answer.
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -16,8 +15,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from pydantic import BaseModel, ValidationError
 
 from tools.errors import ModelOutputError
-
-log = logging.getLogger(__name__)
+from tools.resilient import with_retries
 
 
 def parse_json_reply(text: str, schema: dict[str, Any] | type[BaseModel]) -> Any:
@@ -53,18 +51,22 @@ def invoke_structured(
     retries: int,
     config: RunnableConfig | None = None,
 ) -> Any:
-    """Call ``model`` for a ``schema`` object, retrying malformed replies ``retries`` times."""
+    """Call ``model`` for a ``schema`` object, retrying failed or malformed replies
+    ``retries`` times; any failure ends as a typed ``ModelError`` (see tools.resilient)."""
     runnable = model.with_structured_output(schema)
-    last: Exception | None = None
-    for attempt in range(retries + 1):
+
+    def call() -> Any:
         try:
             result = runnable.invoke(messages, config=config)
-        except (ModelOutputError, ValidationError, json.JSONDecodeError) as exc:
-            last = exc
-            log.warning("structured output attempt %d/%d failed: %s", attempt + 1, retries + 1, exc)
-            continue
+        except (ValidationError, json.JSONDecodeError) as exc:
+            raise ModelOutputError(str(exc)) from exc
         if result is None:  # some providers return None when parsing fails
-            last = ModelOutputError("model returned no parsable object")
-            continue
+            raise ModelOutputError("model returned no parsable object")
         return result
-    raise ModelOutputError(f"no valid {schema.__name__} after {retries + 1} attempts: {last}")
+
+    try:
+        return with_retries(call, retries=retries, what=f"structured {schema.__name__}")
+    except ModelOutputError as exc:
+        raise ModelOutputError(
+            f"no valid {schema.__name__} after {retries + 1} attempts: {exc}"
+        ) from exc

@@ -1,0 +1,150 @@
+"""Model faults end as a typed ``error`` in the answer object after bounded retries."""
+
+from __future__ import annotations
+
+import pytest
+
+from graph import build_graph, nodes, prompts
+from tools.errors import LLMTimeoutError, ModelError
+from tools.resilient import ResilientEmbeddings, with_retries
+
+
+class APITimeoutError(Exception):
+    """Named like openai's: recognised as a timeout by its name, as the SDK's is."""
+
+
+def ask(question="How do I install the service?", **config):
+    return build_graph().invoke({"question": question}, {"configurable": config})
+
+
+def raising(exc):
+    def respond(_messages):
+        raise exc
+
+    return respond
+
+
+@pytest.mark.parametrize(
+    ("respond", "kind", "calls"),
+    [
+        (raising(LLMTimeoutError("no complete answer within llm_timeout_s=1s")), "timeout", 1),
+        (raising(APITimeoutError("Request timed out.")), "timeout", 1),  # never retried
+        (raising(RuntimeError("llama_decode returned -3")), "model_error", 3),
+        (raising(ConnectionError("connection refused")), "model_error", 3),
+        (lambda m: "", "empty_answer", 3),
+        (lambda m: "  \n ", "empty_answer", 3),
+    ],
+)
+def test_generator_fault_is_a_typed_error_after_bounded_retries(
+    corpus_env, models, respond, kind, calls
+):
+    models.chats["generator"].respond = respond
+    out = ask(llm_max_retries=2)
+    assert out["error"]["type"] == kind and out["error"]["stage"] == "generate_answer"
+    assert out["abstained"] is True and out["answer"].startswith("No answer: the generate_answer")
+    assert out["citations"] == [] and out["verdict"] == {}
+    assert len(models.chats["generator"].calls) == calls
+    assert models.chats["verifier"].calls == []
+
+
+def test_a_reply_after_a_failure_is_used(corpus_env, models):
+    replies = iter(["", "Run make demo to install the service [1]."])
+    models.chats["generator"].respond = lambda m: next(replies)
+    out = ask(llm_max_retries=1)
+    assert out["error"] is None and out["abstained"] is False
+    assert out["answer"] == "Run make demo to install the service [1]."
+
+
+@pytest.mark.parametrize(
+    ("respond", "kind"),
+    [
+        (lambda m: '{"supported": [tr', "malformed_output"),
+        (lambda m: "not json at all", "malformed_output"),
+        (lambda m: '{"supported": "yes"}', "malformed_output"),
+        (raising(ValueError("provider exploded")), "model_error"),
+        (raising(LLMTimeoutError("verifier timed out")), "timeout"),
+    ],
+)
+def test_verifier_fault_keeps_the_answer_marked_unchecked(corpus_env, models, respond, kind):
+    models.chats["verifier"].respond = respond
+    out = ask(llm_max_retries=1)
+    assert out["error"]["type"] == kind and out["error"]["stage"] == "verify"
+    assert out["answer"].startswith("Run make demo") and out["abstained"] is False
+    assert out["verdict"]["grounded"] is False and out["verdict"]["score"] is None
+    assert len(models.chats["generator"].calls) == 1  # an unchecked answer is not regenerated
+
+
+def test_failed_rephrasing_falls_back_to_the_question(corpus_env, models):
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    models.chats["query"].respond = raising(RuntimeError("down"))
+    history = [HumanMessage("How do I enable tracing?"), AIMessage("Set the keys [1].")]
+    out = build_graph().invoke(
+        {"question": "How do I install the service?", "messages": history},
+        {"configurable": {"llm_max_retries": 1, "multi_query": 3}},
+    )
+    assert out["queries"] == ["How do I install the service?"] and out["error"] is None
+    assert out["abstained"] is False
+
+
+def test_failed_llm_rerank_falls_back_to_retrieval_order(corpus_env, models):
+    models.chats["query"].respond = lambda m: "garbage"
+    out = ask(rerank="llm", k=2, llm_max_retries=0, distance_threshold=2.0)
+    assert out["retrieval"]["rerank_error"]["type"] == "malformed_output"
+    assert out["abstained"] is False and out["error"] is None
+
+
+class DeadEmbeddings:
+    def __init__(self, exc: Exception) -> None:
+        self.exc, self.calls = exc, 0
+
+    def embed_documents(self, texts):
+        self.calls += 1
+        raise self.exc
+
+    embed_query = embed_documents
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "calls"),
+    [(ConnectionError("refused"), "model_error", 2), (APITimeoutError("slow"), "timeout", 2)],
+)
+def test_embedding_failure_at_question_time_is_typed(
+    corpus_env, models, monkeypatch, exc, kind, calls
+):
+    dead = DeadEmbeddings(exc)
+    monkeypatch.setattr(nodes, "embedder", lambda s: ResilientEmbeddings(dead, 1, backoff_s=0))
+    out = ask()
+    assert out["error"]["type"] == kind and out["error"]["stage"] == "retrieve"
+    assert out["abstained"] is True and dead.calls == calls
+    assert models.chats["generator"].calls == []
+
+
+def test_error_is_reset_by_the_next_question_on_a_thread(corpus_env, models):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    app = build_graph(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t", "llm_max_retries": 0}}
+    models.chats["generator"].respond = raising(RuntimeError("down"))
+    assert app.invoke({"question": "How do I install the service?"}, config)["error"]
+    models.chats["generator"].respond = lambda m: "Run make demo to install the service [1]."
+    models.rephrased = "How do I install the service?"
+    second = app.invoke({"question": "How do I install the service?"}, config)
+    assert second["error"] is None and second["abstained"] is False
+
+
+def test_with_retries_message_and_type():
+    attempts = []
+
+    def call():
+        attempts.append(1)
+        raise OSError("boom")
+
+    with pytest.raises(ModelError, match=r"thing: OSError: boom \(after 3 attempts\)"):
+        with_retries(call, retries=2, what="thing")
+    assert len(attempts) == 3
+
+
+def test_abstention_text_names_the_stage_and_type():
+    text = prompts.ABSTAIN_ERROR.format(type="timeout", stage="verify", message="slow")
+    assert "verify" in text and "timeout" in text
