@@ -157,6 +157,7 @@ class Ingestor:
         report = IngestReport(self.collection.name)
         files = discover(paths, self.options.include, self.options.exclude)
         report.files_seen = len(files)
+        self._check_count(len(files), "files")
         inputs = {"paths": [str(p) for p in paths], "collection": self.collection.name}
         with (
             tracing.span(self.settings, "ingest", root=True, input=inputs) as trace,
@@ -193,6 +194,15 @@ class Ingestor:
             trace.update(output=report.as_dict())
         return report
 
+    def _check_count(self, count: int, what: str) -> None:
+        """Checked before anything is written: a runaway input fails whole, not half-done."""
+        limit = self.settings.max_ingest_documents
+        if count > limit:
+            raise IngestError(
+                f"{count} {what} to ingest, over max_ingest_documents={limit}; ingest in "
+                "parts or raise the limit (nothing was changed)"
+            )
+
     def _bind_embedding(self) -> None:
         try:
             probe = self.embedder.embed_query("dimension probe")
@@ -207,6 +217,7 @@ class Ingestor:
         """Extract and partition new or changed files; unchanged ones are only counted."""
         manifest = self.collection.manifest
         pending: list[_Pending] = []
+        documents = 0
         bar = tqdm(files, desc="extract", unit="file", disable=not self.progress)
         for path, source in bar:
             try:
@@ -225,6 +236,8 @@ class Ingestor:
                     raise IngestError(f"{source}: {exc} (--strict; nothing was changed)") from exc
                 report.skipped.append({"path": source, "reason": str(exc)})
                 continue
+            documents += len(docs)
+            self._check_count(documents, "documents")
             known = manifest.document_hashes(source)
             same_config = stored is not None and stored.config_hash == self.config_hash
             if same_config and known == {d.source: d.content_hash for d in docs}:

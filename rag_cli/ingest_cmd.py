@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
 from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor, IngestReport
-from tools.collection import Collection, list_collections
+from tools.collection import Collection, drop_collection, list_collections
 from tools.config import Settings
 from tools.models import chat_model, embeddings
 
@@ -43,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
         "--prune", action="store_true", help="remove files under PATH that no longer exist"
     )
     ingest.add_argument("--strict", action="store_true", help="stop at the first unreadable file")
+    ingest.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="delete the collection first and ingest PATH from scratch (repairs a damaged one)",
+    )
     ingest.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     ingest.set_defaults(run=run_ingest)
 
@@ -113,6 +119,8 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         missing = [p for p in args.paths if not Path(p).exists()]
         if missing:  # checked before the collection is created, so a typo creates nothing
             raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
+        if args.rebuild:
+            drop_collection(settings, args.collection or settings.collection)
         collection = Collection(settings, args.collection, create=True)
         try:
             ingestor = Ingestor(
@@ -128,6 +136,13 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
             collection.close()
     except (IngestError, FileNotFoundError) as exc:
         print(f"rag ingest: error: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, sqlite3.Error) as exc:  # a full disk, a read-only data directory...
+        print(
+            f"rag ingest: error: storage failed: {exc}. Files committed before it are kept and "
+            "the rest is as before; free space or fix the data directory, then re-run",
+            file=sys.stderr,
+        )
         return 1
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))

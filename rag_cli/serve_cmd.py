@@ -3,11 +3,16 @@
 It runs ``langgraph dev`` (in-memory runtime, offline) on the repository's
 langgraph.json, from a working directory under the data directory, so the server's
 own state (``.langgraph_api/``) never lands in the source tree.
+
+It binds 127.0.0.1 unless told otherwise, and refuses any other address without an
+``api_key`` (or an explicit ``allow_remote``): an open port answers anyone who can
+reach it, with the documents of every collection.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import signal
@@ -31,6 +36,25 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8123)
     parser.set_defaults(run=run)
     return parser
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost may resolve anywhere
+        return False
+
+
+def exposure_problem(host: str, settings: Settings) -> str | None:
+    """Why binding ``host`` is refused, or None."""
+    if is_loopback(host) or settings.api_key or settings.allow_remote:
+        return None
+    return (
+        f"refusing to serve on {host} without an API key: set RAG_API_KEY (clients then send "
+        "it in the X-API-Key header), or set RAG_ALLOW_REMOTE=true to serve it open"
+    )
 
 
 def server_config(workdir: Path) -> Path:
@@ -70,6 +94,10 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    problem = exposure_problem(args.host, settings)
+    if problem:
+        print(f"rag serve: error: {problem}", file=sys.stderr)
+        return 2
     workdir = settings.data_dir.resolve() / "server"
     workdir.mkdir(parents=True, exist_ok=True)
     print(

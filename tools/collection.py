@@ -3,24 +3,55 @@
 Ingestion writes through this class; retrieval reads through it. Reads only ever
 return chunks the manifest lists, which is what makes an interrupted ingestion
 invisible: its vectors exist in Chroma but are not committed.
+
+Opening a collection checks it (``check``): a damaged manifest, a manifest or BM25
+tokenisation from another version, or committed chunks without vectors would
+otherwise give wrong answers silently, so each is an error that says how to repair:
+``rag ingest PATH --collection NAME --rebuild``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import re
+import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tools.config import ConfigError, Settings
 from tools.documents import Chunk
-from tools.keyword_index import KeywordIndex
-from tools.manifest import Manifest
-from tools.vector_store import ChromaChunkStore, chroma_client
+from tools.keyword_index import TOKENIZER_VERSION, KeywordIndex
+from tools.manifest import SCHEMA_VERSION, Manifest
+from tools.vector_store import ChromaChunkStore, chroma_client, drop_vectors
 
 # the same rule as Settings.collection (Chroma's own name rule, kept short for file names)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]")
+# what an index built by this code records; another value means another format
+VERSIONS = {"schema_version": SCHEMA_VERSION, "tokenizer_version": TOKENIZER_VERSION}
+CHECK_ATTEMPTS = 3  # a concurrent ingestion can commit between the two reads of a check
+T = TypeVar("T")
+
+
+class CollectionError(ConfigError):
+    """A collection's files are damaged or from another version; the message says how
+    to rebuild it."""
+
+
+def rebuild_hint(name: str) -> str:
+    return f"rebuild it with `rag ingest PATH... --collection {name} --rebuild`"
+
+
+def check_name(name: str) -> str:
+    """Collection names become file names: no separators, no '..', nothing outside
+    ``<data_dir>/collections``."""
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(
+            f"invalid collection name {name!r}: use 3-64 letters, digits, '.', '_' "
+            "or '-', starting and ending with a letter or digit"
+        )
+    return name
 
 
 def manifest_path(settings: Settings, name: str) -> Path:
@@ -34,12 +65,7 @@ def list_collections(settings: Settings) -> list[str]:
 
 class Collection:
     def __init__(self, settings: Settings, name: str | None = None, *, create: bool = False):
-        self.name = name or settings.collection
-        if not _NAME.fullmatch(self.name) or ".." in self.name:
-            raise ConfigError(
-                f"invalid collection name {self.name!r}: use 3-64 letters, digits, '.', '_' "
-                "or '-', starting and ending with a letter or digit"
-            )
+        self.name = check_name(name or settings.collection)
         path = manifest_path(settings, self.name)
         if not create and not path.exists():
             known = ", ".join(list_collections(settings)) or "none yet"
@@ -47,15 +73,53 @@ class Collection:
                 f"unknown collection {self.name!r} in {settings.data_dir} (known: {known}); "
                 "create it with `rag ingest PATH --collection NAME`"
             )
-        self.manifest = Manifest(path)
+        try:
+            self.manifest = Manifest(path)
+            unrecorded = {k: v for k, v in VERSIONS.items() if k not in self.manifest.meta()}
+            if create and unrecorded:
+                self.manifest.set_meta(unrecorded)
+        except sqlite3.OperationalError as exc:  # I/O: a full disk, permissions, a lock
+            raise CollectionError(
+                f"collection {self.name!r}: its manifest {path} cannot be opened ({exc}); "
+                f"check free space and permissions in {path.parent}, and if the file is "
+                "damaged, " + rebuild_hint(self.name)
+            ) from None
+        except sqlite3.DatabaseError as exc:
+            raise CollectionError(
+                f"collection {self.name!r}: its manifest {path} is damaged ({exc}); "
+                + rebuild_hint(self.name)
+            ) from None
         self.vectors = ChromaChunkStore(chroma_client(settings), self.name, settings.hnsw_ef_search)
         self._cache_lock = threading.Lock()
         self._cache: tuple[int, set[str], KeywordIndex] | None = None
+        self.check()
 
     def close(self) -> None:
         self.manifest.close()
 
     # --- guards ----------------------------------------------------------------------------
+    def check(self) -> None:
+        """Refuse a collection that would answer wrongly: another format, or committed
+        chunks whose vectors are gone (a damaged or replaced Chroma directory)."""
+        meta = self.manifest.meta()
+        for key, current in VERSIONS.items():
+            stored = meta.get(key, current)  # collections made before versions were recorded
+            if stored != current:
+                raise CollectionError(
+                    f"collection {self.name!r} has {key} {stored}, this version of rag reads "
+                    f"{current}; " + rebuild_hint(self.name)
+                )
+        for _ in range(CHECK_ATTEMPTS):
+            generation = self.manifest.generation()
+            missing = self.manifest.chunk_ids() - self.vectors.ids()
+            if not missing or self.manifest.generation() == generation:
+                break
+        if missing:
+            raise CollectionError(
+                f"collection {self.name!r}: {len(missing)} committed chunks have no vector in "
+                "the Chroma store (it was damaged, replaced or deleted); " + rebuild_hint(self.name)
+            )
+
     def bind_embedding(self, spec: str, dimension: int) -> None:
         """Refuse to mix vectors from two embedding models in one collection."""
         meta = self.manifest.meta()
@@ -85,6 +149,21 @@ class Collection:
                 ids, tokens = self.manifest.tokens()
                 self._cache = (generation, set(ids), KeywordIndex(ids, tokens))
             return self._cache[1], self._cache[2]
+
+    def stable_read(self, read: Callable[[], T]) -> T:
+        """Run ``read`` again if an ingestion committed while it ran.
+
+        A commit swaps a file's chunks in the manifest and then deletes the old vectors,
+        so a search that straddles it can see neither version of the file. Repeating
+        it until the generation holds gives the old or the new data, never a gap
+        (bounded: under a continuous stream of commits the last read is returned).
+        """
+        for _ in range(CHECK_ATTEMPTS):
+            before = self.manifest.generation()
+            result = read()
+            if self.manifest.generation() == before:
+                break
+        return result
 
     def committed_ids(self) -> set[str]:
         return self._snapshot()[0]
@@ -121,3 +200,19 @@ class Collection:
         orphans = self.vectors.ids() - self.manifest.chunk_ids()
         self.vectors.delete(orphans)
         return len(orphans)
+
+
+def drop_collection(settings: Settings, name: str) -> None:
+    """Remove a collection even when it cannot be opened (damaged or another version),
+    under the ingestion lock, so it never races a running ingestion."""
+    check_name(name)
+    path = manifest_path(settings, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.with_suffix(".lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"an ingestion into {name!r} is running; retry later") from None
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        drop_vectors(chroma_client(settings), name)

@@ -81,6 +81,12 @@ class Settings(BaseModel):
         None, ge=0, le=99_999, description="Overlap in the splitter's unit; empty = default."
     )
     max_file_bytes: int = Field(20_000_000, ge=1, description="Larger files are skipped.")
+    max_ingest_documents: int = Field(
+        100_000,
+        ge=1,
+        description="Files, and documents (a JSONL record is one), per ingestion run; over it "
+        "the run stops before changing anything.",
+    )
 
     # --- retrieval and the graph -----------------------------------------------------------
     k: int = Field(5, ge=1, le=50, description="Passages given to the answer generator.")
@@ -123,6 +129,16 @@ class Settings(BaseModel):
         "return", description="After the last failed check: return marked, or abstain."
     )
     max_question_chars: int = Field(2000, ge=10, le=100_000)
+
+    # --- server exposure ----------------------------------------------------------------
+    api_key: str = Field(
+        "",
+        description="When set, every server request must send it in the X-API-Key header.",
+    )
+    allow_remote: bool = Field(
+        False,
+        description="Let `rag serve` bind a non-loopback host without an api_key.",
+    )
 
     tracing: Literal["auto", "off", "local", "langfuse"] = Field(
         "auto",
@@ -251,6 +267,8 @@ def masked(settings: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in settings.model_dump().items():
         out[key] = str(value) if isinstance(value, Path) else value
+    if settings.api_key:
+        out["api_key"] = "***"
     for key in ("OPENAI_API_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY"):
         if os.environ.get(key):
             out[key.lower()] = "***"

@@ -17,6 +17,9 @@ import numpy as np
 import snowballstemmer
 from rank_bm25 import BM25Okapi
 
+# Stored chunk tokens must come from the same tokenisation as query tokens: bump this
+# whenever ``tokenize`` changes, so old collections are rebuilt instead of mismatching.
+TOKENIZER_VERSION = 1
 _WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 _STEMMER = snowballstemmer.stemmer("english")
 STOPWORDS = frozenset(

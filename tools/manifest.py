@@ -20,6 +20,7 @@ from typing import Any
 
 from tools.documents import Chunk
 
+SCHEMA_VERSION = 1  # bump when the tables below change in a way old code cannot read
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -66,6 +67,9 @@ class Manifest:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        problem = self._db.execute("PRAGMA quick_check").fetchone()[0]
+        if problem != "ok":  # damaged pages would otherwise surface mid-question, or never
+            raise sqlite3.DatabaseError(f"integrity check failed: {problem}")
 
     def close(self) -> None:
         self._db.close()

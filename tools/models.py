@@ -87,7 +87,12 @@ def embeddings(settings: Settings) -> Embeddings:
         )
     from langchain_litellm import LiteLLMEmbeddings
 
-    return LiteLLMEmbeddings(model=spec.name, api_base=spec.base_url)
+    return LiteLLMEmbeddings(
+        model=spec.name,
+        api_base=spec.base_url,
+        request_timeout=settings.llm_timeout_s,
+        max_retries=settings.llm_max_retries,
+    )
 
 
 def _openai_key(spec: ModelSpec, setting: str) -> str:

@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
 from tools.config import ConfigError, Settings
+from tools.resilient import as_model_error
 from tools.retrieval import Passage
 from tools.structured import invoke_structured
 
@@ -82,19 +83,26 @@ class CrossEncoderReranker:
 
 
 class LiteLLMReranker:
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, timeout_s: float) -> None:
         if not model:
             raise ConfigError("rerank=litellm needs rerank_model, e.g. cohere/rerank-v3.5")
         self.model = model
+        self.timeout_s = timeout_s
 
     def scores(
         self, question: str, passages: Sequence[Passage], config: RunnableConfig | None = None
     ) -> list[float]:
         import litellm
 
-        response = litellm.rerank(
-            model=self.model, query=question, documents=[p.text for p in passages]
-        )
+        try:
+            response = litellm.rerank(
+                model=self.model,
+                query=question,
+                documents=[p.text for p in passages],
+                timeout=self.timeout_s,
+            )
+        except Exception as exc:  # a provider's own error types: typed for the graph
+            raise as_model_error(exc, f"rerank with {self.model}") from exc
         scores = [0.0] * len(passages)
         for result in response.results:
             scores[result["index"]] = float(result["relevance_score"])
@@ -110,7 +118,7 @@ def make_reranker(settings: Settings, llm: BaseChatModel | None) -> Reranker | N
         return LLMReranker(llm, settings.llm_max_retries)
     if settings.rerank == "cross-encoder":
         return CrossEncoderReranker(settings.rerank_model)
-    return LiteLLMReranker(settings.rerank_model)
+    return LiteLLMReranker(settings.rerank_model, settings.llm_timeout_s)
 
 
 def rerank(

@@ -12,10 +12,16 @@ from typing import Any
 
 import chromadb
 from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import ChromaError
 from langchain_chroma import Chroma
 
 from tools.config import ConfigError, Settings
 from tools.documents import Chunk
+
+
+class StorageError(OSError):
+    """A vector-store write failed (a full disk, a read-only directory). An ``OSError``,
+    like the same fault in the manifest, so callers handle storage faults in one place."""
 
 
 def chroma_client(settings: Settings) -> chromadb.ClientAPI:
@@ -31,7 +37,20 @@ def chroma_client(settings: Settings) -> chromadb.ClientAPI:
             ) from exc
     path = settings.data_dir / "chroma"
     path.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=client_settings)
+    try:
+        return chromadb.PersistentClient(path=str(path), settings=client_settings)
+    except Exception as exc:  # chromadb raises assorted types for a damaged store
+        raise ConfigError(
+            f"the Chroma store {path} cannot be opened ({type(exc).__name__}: {exc}); move it "
+            "away, then rebuild each collection with `rag ingest PATH... --collection NAME "
+            "--rebuild`"
+        ) from exc
+
+
+def drop_vectors(client: chromadb.ClientAPI, name: str) -> None:
+    """Delete a collection's vectors; a collection Chroma does not have is already gone."""
+    if name in {c.name for c in client.list_collections()}:
+        client.delete_collection(name)
 
 
 class ChromaChunkStore:
@@ -50,17 +69,23 @@ class ChromaChunkStore:
     def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
         for start in range(0, len(chunks), self._max_batch):
             part = chunks[start : start + self._max_batch]
-            self._collection.upsert(
-                ids=[c.id for c in part],
-                embeddings=[list(v) for v in vectors[start : start + self._max_batch]],
-                documents=[c.text for c in part],
-                metadatas=[c.to_metadata() for c in part],
-            )
+            try:
+                self._collection.upsert(
+                    ids=[c.id for c in part],
+                    embeddings=[list(v) for v in vectors[start : start + self._max_batch]],
+                    documents=[c.text for c in part],
+                    metadatas=[c.to_metadata() for c in part],
+                )
+            except ChromaError as exc:
+                raise StorageError(f"writing vectors to Chroma failed: {exc}") from exc
 
     def delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)
         for start in range(0, len(ids), self._max_batch):
-            self._collection.delete(ids=ids[start : start + self._max_batch])
+            try:
+                self._collection.delete(ids=ids[start : start + self._max_batch])
+            except ChromaError as exc:
+                raise StorageError(f"deleting vectors from Chroma failed: {exc}") from exc
 
     def ids(self) -> set[str]:
         return set(self._collection.get(include=[])["ids"])

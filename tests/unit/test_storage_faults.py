@@ -1,0 +1,301 @@
+"""Storage faults: damaged or foreign indexes are refused with a repair hint; a full disk,
+a killed run or a failing embedding service lose nothing and duplicate nothing."""
+
+from __future__ import annotations
+
+import errno
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from chromadb.api.client import SharedSystemClient
+
+from ingest import pipeline
+from ingest.partition import PartitionOptions
+from ingest.pipeline import IngestError, IngestOptions, Ingestor
+from rag_cli.main import main
+from tests.fakes import HashEmbeddings
+from tests.files import write_tree
+from tools.collection import Collection, CollectionError, drop_collection
+from tools.config import ConfigError, load_settings
+from tools.errors import ModelError
+from tools.vector_store import ChromaChunkStore, chroma_client
+
+REPO = Path(__file__).resolve().parents[2]
+OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 0))
+PAGES = {f"page{i}.md": f"# Page {i}\n\nTopic number {i} is about subject{i}.\n" for i in range(6)}
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return load_settings({"data_dir": tmp_path / "data"})
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return write_tree(tmp_path / "corpus", PAGES)
+
+
+def ingest(settings, paths, name="docs", embedder=None):
+    col = Collection(settings, name, create=True)
+    report = Ingestor(settings, col, embedder or HashEmbeddings(), OPTIONS, progress=False).run(
+        paths
+    )
+    return report, col
+
+
+def state(col: Collection) -> tuple:
+    """Everything a reader can see, to compare a repaired collection with a clean one."""
+    return col.manifest.stats(), col.manifest.chunk_ids(), col.vectors.ids()
+
+
+def assert_like_clean(settings, col, paths):
+    _, clean = ingest(settings, paths, name="clean")
+    assert state(col)[:2] == state(clean)[:2]
+    assert col.vectors.ids() == col.manifest.chunk_ids()  # no orphans, no duplicates
+
+
+# --- detected at start-up, with the repair command ------------------------------------------
+def test_damaged_manifest_is_refused_and_rebuild_repairs_it(settings, corpus, capsys):
+    ingest(settings, [corpus])[1].close()
+    manifest = settings.data_dir / "collections" / "docs.sqlite"
+    manifest.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(CollectionError, match=r"docs.sqlite is damaged.*--rebuild"):
+        Collection(settings, "docs")
+    assert main(["ask", "anything", "--data-dir", str(settings.data_dir)]) == 2
+    assert "--rebuild" in capsys.readouterr().err
+
+    assert main(["ingest", str(corpus), "--data-dir", str(settings.data_dir)]) == 2  # refused
+    drop_collection(settings, "docs")
+    _, col = ingest(settings, [corpus])
+    assert_like_clean(settings, col, [corpus])
+
+
+def test_cli_rebuild_replaces_a_damaged_collection(settings, corpus, capsys, monkeypatch):
+    ingest(settings, [corpus])[1].close()
+    (settings.data_dir / "collections" / "docs.sqlite").write_bytes(b"\0garbage" * 512)
+    monkeypatch.setattr("rag_cli.ingest_cmd.embeddings", lambda s: HashEmbeddings())
+    args = ["ingest", str(corpus), "--rebuild", "--json", "--data-dir", str(settings.data_dir)]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["files_indexed"] == len(PAGES) and report["files_unchanged"] == 0
+    assert Collection(settings, "docs").manifest.stats()["files"] == len(PAGES)
+
+
+@pytest.mark.parametrize("key", ["schema_version", "tokenizer_version"])
+def test_index_from_another_version_is_refused(settings, corpus, key):
+    _, col = ingest(settings, [corpus])
+    col.manifest.set_meta({key: 99})
+    with pytest.raises(CollectionError, match=rf"{key} 99, this version of rag reads 1.*--rebuild"):
+        Collection(settings, "docs")
+
+
+def test_lost_vectors_are_refused_not_answered_from_bm25_alone(settings, corpus):
+    ingest(settings, [corpus])
+    client = chroma_client(settings)
+    client.delete_collection("docs")
+    with pytest.raises(CollectionError, match=r"6 committed chunks have no vector.*--rebuild"):
+        Collection(settings, "docs")
+
+
+def test_damaged_chroma_store_is_refused_with_a_hint(settings, corpus):
+    ingest(settings, [corpus])[1].close()
+    SharedSystemClient.clear_system_cache()  # a new process would open the files afresh
+    store = settings.data_dir / "chroma" / "chroma.sqlite3"
+    store.write_bytes(b"garbage" * 4096)
+    with pytest.raises(ConfigError, match=r"Chroma store .* cannot be opened.*--rebuild"):
+        Collection(settings, "docs")
+    SharedSystemClient.clear_system_cache()
+
+
+def test_collections_made_before_versions_were_recorded_still_open(settings, corpus):
+    _, col = ingest(settings, [corpus])
+    col.manifest._db.execute("DELETE FROM meta WHERE key LIKE '%_version'")
+    assert Collection(settings, "docs").manifest.stats()["files"] == len(PAGES)
+    ingest(settings, [corpus])  # the next ingestion records them
+    assert Collection(settings, "docs").manifest.meta()["tokenizer_version"] == 1
+
+
+# --- full disk -----------------------------------------------------------------------------
+def test_disk_full_during_vector_writes_loses_nothing(settings, corpus, monkeypatch, capsys):
+    _, col = ingest(settings, [corpus])
+    before = state(col)
+    for i in range(6):
+        (corpus / f"page{i}.md").write_text(f"# Page {i}\n\nRewritten topic {i} text.\n")
+    monkeypatch.setattr(pipeline, "GROUP_CHUNKS", 2)
+    real = ChromaChunkStore.upsert
+    calls = []
+
+    def full(self, chunks, vectors):
+        calls.append(len(chunks))
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, chunks, vectors)
+
+    monkeypatch.setattr(ChromaChunkStore, "upsert", full)
+    monkeypatch.setattr("rag_cli.ingest_cmd.embeddings", lambda s: HashEmbeddings())
+    args = ["ingest", str(corpus), "--data-dir", str(settings.data_dir)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "re-run" in err
+    col = Collection(settings, "docs")
+    stats, committed, _ = state(col)
+    assert stats == before[0] and 0 < len(committed - before[1]) < len(committed)
+    monkeypatch.setattr(ChromaChunkStore, "upsert", real)
+    assert main(args) == 0
+    assert_like_clean(settings, Collection(settings, "docs"), [corpus])
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 3 MB tmpfs (needs permission to mount; skipped otherwise)."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount_point)],
+        capture_output=True,
+    )
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount_point
+    SharedSystemClient.clear_system_cache()
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_really_full_disk_is_a_clear_error_and_nothing_is_half_written(
+    small_disk, corpus, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr("rag_cli.ingest_cmd.embeddings", lambda s: HashEmbeddings())
+    data = ["--data-dir", str(small_disk / "data")]
+    assert main(["ingest", str(corpus), *data]) == 0
+    ballast = small_disk / "ballast"  # what the user deletes to free space afterwards
+    ballast.write_bytes(b"\0" * 1_000_000)
+    big = write_tree(
+        tmp_path / "big",
+        {f"big{i}.md": f"# Big {i}\n\n" + f"word{i} filler text " * 4000 for i in range(20)},
+    )
+    code = main(["ingest", str(big), "--collection", "big", *data])
+    err = capsys.readouterr().err
+    assert code == 1 and "rag ingest: error:" in err and "re-run" in err
+    ballast.unlink()
+    settings = load_settings({"data_dir": small_disk / "data"})
+    big_col = Collection(settings, "big")
+    assert big_col.vectors.ids() >= big_col.manifest.chunk_ids()  # only whole files committed
+    docs = Collection(settings, "docs")
+    assert docs.manifest.stats()["files"] == len(PAGES)  # the other collection is intact
+    assert docs.vectors.ids() == docs.manifest.chunk_ids()
+
+
+# --- killed ingestion --------------------------------------------------------------------
+KILLER = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, {repo!r})
+    from ingest import pipeline
+    from tests.fakes import HashEmbeddings
+    from tests.unit.test_storage_faults import OPTIONS
+    from tools.collection import Collection
+    from tools.config import load_settings
+    from tools.manifest import Manifest
+
+    pipeline.GROUP_CHUNKS = 1
+    real = Manifest.replace_file
+    commits = []
+    def replace_then_die(self, record, documents):
+        real(self, record, documents)
+        commits.append(record.file)
+        if len(commits) == 3:  # killed between a commit and its vector clean-up
+            os.kill(os.getpid(), signal.SIGKILL)
+    Manifest.replace_file = replace_then_die
+    settings = load_settings({{"data_dir": {data!r}}})
+    col = Collection(settings, "docs", create=True)
+    pipeline.Ingestor(settings, col, HashEmbeddings(), OPTIONS, progress=False).run([{corpus!r}])
+    """
+)
+
+
+def test_killed_ingestion_then_rerun_matches_a_clean_run(settings, corpus, tmp_path):
+    script = KILLER.format(repo=str(REPO), data=str(settings.data_dir), corpus=str(corpus))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, cwd=REPO)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    col = Collection(settings, "docs")
+    assert len(col.manifest.files()) == 3  # whole files only
+    assert col.vectors.ids() >= col.manifest.chunk_ids()
+    report, col = ingest(settings, [corpus])
+    assert report.files_unchanged == 3 and report.files_indexed == 3
+    assert_like_clean(settings, col, [corpus])
+
+
+# --- remote embedding failures -----------------------------------------------------------
+class FlakyEmbeddings(HashEmbeddings):
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def embed_documents(self, texts):
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("embedding service unavailable")
+        return super().embed_documents(texts)
+
+
+def test_transient_embedding_failures_are_retried(settings, corpus, monkeypatch):
+    monkeypatch.setattr(pipeline, "EMBED_BACKOFF_S", 0)
+    report, col = ingest(settings, [corpus], embedder=FlakyEmbeddings(failures=2))
+    assert report.files_indexed == len(PAGES)
+    assert_like_clean(settings, col, [corpus])
+
+
+def test_persistent_embedding_failure_keeps_committed_files(settings, corpus, monkeypatch):
+    monkeypatch.setattr(pipeline, "EMBED_BACKOFF_S", 0)
+    monkeypatch.setattr(pipeline, "GROUP_CHUNKS", 2)
+    emb = FlakyEmbeddings(failures=0)
+    real = emb.embed_documents
+    calls = []
+
+    def fail_after_first(texts):
+        calls.append(len(texts))
+        if len(calls) > 1:
+            raise ConnectionError("embedding service unavailable")
+        return real(texts)
+
+    emb.embed_documents = fail_after_first
+    with pytest.raises(ModelError, match=r"after 3 attempts.*re-run to finish"):
+        ingest(settings, [corpus], embedder=emb)
+    col = Collection(settings, "docs")
+    assert len(col.manifest.files()) == 2  # the first group, whole
+    assert col.vectors.ids() == col.manifest.chunk_ids()
+    report, col = ingest(settings, [corpus])
+    assert report.files_unchanged == 2
+    assert_like_clean(settings, col, [corpus])
+
+
+# --- limits ----------------------------------------------------------------------------
+def test_too_many_files_stops_before_changing_anything(tmp_path, corpus):
+    settings = load_settings({"data_dir": tmp_path / "data", "max_ingest_documents": 5})
+    with pytest.raises(IngestError, match="6 files to ingest, over max_ingest_documents=5"):
+        ingest(settings, [corpus])
+    assert Collection(settings, "docs").manifest.stats()["files"] == 0
+
+
+def test_too_many_records_in_one_file_stops_before_changing_anything(tmp_path, capsys):
+    records = "\n".join(json.dumps({"id": i, "text": f"record {i}"}) for i in range(30))
+    folder = write_tree(tmp_path / "jsonl", {"a.md": "# A\n\nfirst file\n", "r.jsonl": records})
+    args = ["ingest", str(folder), "--data-dir", str(tmp_path / "data")]
+    assert main([*args, "--set", "max_ingest_documents=10"]) == 1
+    assert "31 documents to ingest, over max_ingest_documents=10" in capsys.readouterr().err
+    settings = load_settings({"data_dir": tmp_path / "data"})
+    assert Collection(settings, "docs").manifest.stats()["files"] == 0
+
+
+def test_path_traversal_in_collection_names_is_refused(settings):
+    for name in ("../etc", "a/../../b", "..", "a/b", "/abs"):
+        with pytest.raises(ConfigError, match="invalid collection name"):
+            Collection(settings, name, create=True)
+        with pytest.raises(ConfigError, match="invalid collection name"):
+            drop_collection(settings, name)
+    assert not list(settings.data_dir.parent.rglob("*.sqlite"))
