@@ -22,8 +22,15 @@ def cited_numbers(text: str) -> list[int]:
 
 
 def strip_markers(text: str, keep: set[int]) -> str:
-    """Remove citation markers that point at no passage."""
-    return _MARKER.sub(lambda m: m.group(0) if int(m.group(1)) in keep else "", text)
+    """Remove citation markers that point at no passage.
+
+    Repeated until nothing changes: removing "[9]" from "[[9]2]" leaves a new "[2]".
+    """
+    while True:
+        stripped = _MARKER.sub(lambda m: m.group(0) if int(m.group(1)) in keep else "", text)
+        if stripped == text:
+            return text
+        text = stripped
 
 
 def statements(answer: str) -> list[str]:
