@@ -1,0 +1,2 @@
+"""Evaluation of the service on test collections: retrieval quality (``retrieval``) with
+standard metrics (``metrics``) on BEIR/TREC data (``datasets``), rendered by ``report``."""

@@ -1,0 +1,194 @@
+"""``rag eval``: retrieval evaluation on test collections, CACM conversion, report comparison.
+
+Each subcommand registers itself in ``SUBCOMMANDS``; ``rag eval`` is a parser with its own
+subparsers, so more (``judgments``, ``answers``) slot in as further entries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evaluation.datasets import CACM_SOURCE, Dataset, convert_cacm, load_beir, load_files
+from evaluation.report import (
+    compare,
+    compare_markdown,
+    load_report,
+    markdown_report,
+    write_outputs,
+)
+from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_sweep, with_overrides
+from ingest.partition import SPLITTERS
+from ingest.pipeline import IngestError
+from tools.config import Settings
+from tools.models import embeddings
+
+# flag -> setting, for the retrieval and ingestion settings an evaluation may override
+SETTING_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "--k": ("k", int),
+    "--fetch-k": ("fetch_k", int),
+    "--distance-threshold": ("distance_threshold", float),
+    "--hybrid-weight": ("hybrid_weight", float),
+    "--retrieval-strategy": ("retrieval_strategy", str),
+    "--window": ("window", int),
+    "--dedup-similarity": ("dedup_similarity", float),
+    "--splitter": ("splitter", str),
+    "--chunk-size": ("chunk_size", int),
+    "--overlap": ("chunk_overlap", int),
+}
+
+
+def _register_retrieval(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "retrieval",
+        help="rank every judged query with the service's retrieval and score the rankings",
+        description="Ingests the corpus into a cached evaluation collection (reused while the "
+        "corpus and ingestion settings are unchanged), ranks every judged query with the "
+        "service's hybrid retrieval, and reports nDCG@10, MAP, MRR@10, Recall@10/100, hit "
+        "rate and latency.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--beir", metavar="DIR", help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/"
+    )
+    source.add_argument("--corpus", metavar="FILE", help="corpus JSONL (_id, title, text)")
+    parser.add_argument(
+        "--queries", metavar="FILE", help="queries JSONL (_id, text), with --corpus"
+    )
+    parser.add_argument("--qrels", metavar="FILE", help="qrels, BEIR TSV or TREC, with --corpus")
+    parser.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
+    parser.add_argument(
+        "--mode",
+        action="append",
+        choices=(*MODES, "all"),
+        help="hybrid (default), bm25 or dense only; repeat it, or 'all' for the three",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help=f"one run per value (combined across keys); KEY is one of {', '.join(SWEEPABLE)}",
+    )
+    parser.add_argument(
+        "--depth", type=int, help="documents ranked per query (default max(100, k))"
+    )
+    parser.add_argument("--limit", type=int, help="only the first N judged queries")
+    for flag, (name, kind) in SETTING_FLAGS.items():
+        extra: dict[str, Any] = {"choices": SPLITTERS} if name == "splitter" else {}
+        parser.add_argument(flag, dest=name, type=kind, help=f"overrides {name}", **extra)
+    parser.add_argument(
+        "--strategy", dest="retrieval_strategy", choices=("top_n", "window"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--out", metavar="DIR", help="write report.json, report.md and chart.png")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run_retrieval)
+    return parser
+
+
+def _register_convert_cacm(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser("convert-cacm", help="write the CACM test collection as a BEIR folder")
+    parser.add_argument("out", metavar="OUT_DIR")
+    parser.add_argument(
+        "--source", default=str(CACM_SOURCE), help=f"CACM files (default: {CACM_SOURCE})"
+    )
+    parser.set_defaults(run=run_convert_cacm)
+    return parser
+
+
+def _register_compare(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser("compare", help="two retrieval reports side by side, per-query wins")
+    parser.add_argument("a", metavar="A.json")
+    parser.add_argument("b", metavar="B.json")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.set_defaults(run=run_compare)
+    return parser
+
+
+SUBCOMMANDS = (_register_retrieval, _register_convert_cacm, _register_compare)
+
+
+def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    parser = sub.add_parser("eval", help="evaluate retrieval quality on a test collection")
+    eval_sub = parser.add_subparsers(dest="eval_command", required=True, metavar="COMMAND")
+    return [add(eval_sub) for add in SUBCOMMANDS]
+
+
+def _dataset(args: argparse.Namespace) -> Dataset:
+    if args.beir:
+        if args.queries or args.qrels:
+            raise ValueError("--queries and --qrels go with --corpus, not --beir")
+        return load_beir(Path(args.beir), args.split)
+    if not (args.queries and args.qrels):
+        raise ValueError("--corpus needs --queries and --qrels")
+    return load_files(Path(args.corpus), Path(args.queries), Path(args.qrels))
+
+
+def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
+    settings = with_overrides(
+        settings, {name: getattr(args, name) for name, _ in SETTING_FLAGS.values()}
+    )
+    modes = MODES if "all" in (args.mode or []) else tuple(dict.fromkeys(args.mode or ["hybrid"]))
+    if args.depth is not None and not 10 <= args.depth <= 500:
+        raise ValueError("--depth must be between 10 and 500 (fetch_k's range)")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be at least 1")
+    dataset = _dataset(args)
+    sweep = parse_sweep(args.sweep)
+    show = not args.json
+
+    def finished(run: dict[str, Any]) -> None:
+        m = run["metrics"]
+        print(
+            f"{run['label']}: nDCG@10 {m['ndcg@10']:.3f}, MAP {m['map']:.3f}, "
+            f"p50 {run['latency']['p50_ms']:.0f} ms",
+            file=sys.stderr,
+        )
+
+    try:
+        report = evaluate_retrieval(
+            dataset,
+            settings,
+            embeddings(settings),
+            modes=modes,
+            sweep=sweep,
+            depth=args.depth,
+            limit=args.limit,
+            progress=show,
+            on_run=finished if show else None,
+        )
+    except IngestError as exc:
+        print(f"rag eval: error: {exc}", file=sys.stderr)
+        return 1
+    if args.out:
+        written = write_outputs(report, Path(args.out))
+        if show:
+            print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(markdown_report(report, chart=None))
+    return 0
+
+
+def run_convert_cacm(args: argparse.Namespace, settings: Settings) -> int:
+    report = convert_cacm(Path(args.source), Path(args.out))
+    print(
+        f"wrote {args.out}: {report.documents} documents, {report.queries} queries "
+        f"({report.judged_queries} with judgments), {report.judgments} judgments"
+    )
+    return 0
+
+
+def run_compare(args: argparse.Namespace, settings: Settings) -> int:
+    a, b = load_report(Path(args.a)), load_report(Path(args.b))
+    result = compare(a, b)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(compare_markdown(result, {**a["queries"], **b["queries"]}, (args.a, args.b)))
+    return 0
