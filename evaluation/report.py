@@ -157,8 +157,10 @@ def load_report(path: Path) -> dict[str, Any]:
         report = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a readable JSON report ({exc})") from None
-    if not isinstance(report, dict) or report.get("kind") != "retrieval":
-        raise ValueError(f"{path}: not a retrieval report (made by `rag eval retrieval --out`)")
+    if not isinstance(report, dict) or report.get("kind") not in ("retrieval", "answers"):
+        raise ValueError(
+            f"{path}: not an evaluation report (made by `rag eval retrieval/answers --out`)"
+        )
     return report
 
 

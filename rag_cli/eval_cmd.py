@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evaluation import answer_report
 from evaluation.datasets import CACM_SOURCE, Dataset, convert_cacm, load_beir, load_files
 from evaluation.report import (
     compare,
@@ -24,6 +25,7 @@ from evaluation.report import (
 from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_sweep, with_overrides
 from ingest.partition import SPLITTERS
 from ingest.pipeline import IngestError
+from rag_cli import eval_answers_cmd, eval_judgments_cmd
 from tools.config import Settings
 from tools.models import embeddings
 
@@ -56,6 +58,12 @@ def _register_retrieval(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
         "--beir", metavar="DIR", help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/"
     )
     source.add_argument("--corpus", metavar="FILE", help="corpus JSONL (_id, title, text)")
+    source.add_argument(
+        "--judgments",
+        metavar="FILE",
+        help="a judgment list (rag eval judgments generate): hit@k and MRR@k on --collection",
+    )
+    parser.add_argument("--collection", help="collection the judgment list was made from")
     parser.add_argument(
         "--queries", metavar="FILE", help="queries JSONL (_id, text), with --corpus"
     )
@@ -101,7 +109,9 @@ def _register_convert_cacm(sub: argparse._SubParsersAction) -> argparse.Argument
 
 
 def _register_compare(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    parser = sub.add_parser("compare", help="two retrieval reports side by side, per-query wins")
+    parser = sub.add_parser(
+        "compare", help="two reports (retrieval or answers) side by side, per-query wins"
+    )
     parser.add_argument("a", metavar="A.json")
     parser.add_argument("b", metavar="B.json")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -109,11 +119,17 @@ def _register_compare(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
-SUBCOMMANDS = (_register_retrieval, _register_convert_cacm, _register_compare)
+SUBCOMMANDS = (
+    _register_retrieval,
+    eval_judgments_cmd.register,
+    eval_answers_cmd.register,
+    _register_convert_cacm,
+    _register_compare,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
-    parser = sub.add_parser("eval", help="evaluate retrieval quality on a test collection")
+    parser = sub.add_parser("eval", help="evaluate retrieval and answer quality")
     eval_sub = parser.add_subparsers(dest="eval_command", required=True, metavar="COMMAND")
     return [add(eval_sub) for add in SUBCOMMANDS]
 
@@ -132,6 +148,10 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
     settings = with_overrides(
         settings, {name: getattr(args, name) for name, _ in SETTING_FLAGS.values()}
     )
+    if args.judgments:
+        return eval_judgments_cmd.run_score(args, settings)
+    if args.collection:
+        raise ValueError("--collection goes with --judgments; a test collection is ingested")
     modes = MODES if "all" in (args.mode or []) else tuple(dict.fromkeys(args.mode or ["hybrid"]))
     if args.depth is not None and not 10 <= args.depth <= 500:
         raise ValueError("--depth must be between 10 and 500 (fetch_k's range)")
@@ -186,9 +206,13 @@ def run_convert_cacm(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_compare(args: argparse.Namespace, settings: Settings) -> int:
     a, b = load_report(Path(args.a)), load_report(Path(args.b))
-    result = compare(a, b)
-    if args.json:
-        print(json.dumps(result, indent=2))
+    if a["kind"] != b["kind"]:
+        raise ValueError(f"cannot compare a {a['kind']} report with a {b['kind']} report")
+    if a["kind"] == "answers":
+        result = answer_report.compare(a, b)
+        text = answer_report.compare_markdown(result, (args.a, args.b))
     else:
-        print(compare_markdown(result, {**a["queries"], **b["queries"]}, (args.a, args.b)))
+        result = compare(a, b)
+        text = compare_markdown(result, {**a["queries"], **b["queries"]}, (args.a, args.b))
+    print(json.dumps(result, indent=2) if args.json else text)
     return 0

@@ -15,7 +15,14 @@ from tools.local_assets import AssetError
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
-_FLAG_SETTINGS = ("data_dir", "generator_model", "query_model", "verifier_model", "embedding_model")
+_FLAG_SETTINGS = (
+    "data_dir",
+    "generator_model",
+    "query_model",
+    "verifier_model",
+    "judge_model",
+    "embedding_model",
+)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:

@@ -127,7 +127,7 @@ def test_compare_single_runs_with_different_labels_and_reports_losses():
 def test_load_report_rejects_other_json(tmp_path):
     path = tmp_path / "other.json"
     path.write_text('{"answer": 1}')
-    with pytest.raises(ValueError, match="not a retrieval report"):
+    with pytest.raises(ValueError, match="not an evaluation report"):
         load_report(path)
     path.write_text("{")
     with pytest.raises(ValueError, match="not a readable JSON report"):

@@ -1,0 +1,164 @@
+"""Markdown and a PNG chart for an answer evaluation (``rag eval answers``).
+
+As for retrieval, the JSON report is the record; this renders it for people.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+CHART = "answers.png"
+SHOWN = {
+    "exact_match": "exact match (answerable)",
+    "f1": "token F1 (answerable)",
+    "abstention_accuracy": "correct abstention (unanswerable)",
+    "false_abstention_rate": "abstained although answerable",
+    "grounded_rate": "verified grounded (answered)",
+    "regeneration_rate": "regenerated after a failed check (answered)",
+    "completeness": "answer completeness, judge 1-5",
+    "contextual_accuracy": "contextual accuracy, judge 1-5",
+}
+WORST_LISTED = 10
+
+
+def _cell(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def markdown(report: Mapping[str, Any], chart: str | None = CHART) -> str:
+    s = report["summary"]
+    lat = s["latency"] or {}
+    lines = [
+        f"# Answer evaluation: {report['dataset']}",
+        "",
+        f"{report['created']}. {s['items']} questions ({s['answerable']} answerable, "
+        f"{s['unanswerable']} unanswerable), {s['errors']} failed with an error, "
+        f"{s['model_faults']} met a model fault. Collection "
+        f"`{report['collection']}`; answer style `{report['settings']['answer_style']}`, "
+        f"k={report['settings']['k']}, distance_threshold="
+        f"{report['settings']['distance_threshold']}, models: generator "
+        f"`{report['settings']['generator_model']}`, verifier "
+        f"`{report['settings']['verifier_model']}`.",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        *(f"| {label} | {_cell(s[key])} |" for key, label in SHOWN.items()),
+        f"| latency p50 / p95 (s) | {lat.get('p50_ms', 0) / 1000:.1f} / "
+        f"{lat.get('p95_ms', 0) / 1000:.1f} |",
+        "",
+        "Prompts: " + ", ".join(f"`{k}@v{v}`" for k, v in report["prompts"].items()) + ".",
+    ]
+    if chart:
+        lines += ["", f"![scores and latency]({chart})"]
+    scored = [r for r in report["items"] if "f1" in r.get("scores", {})]
+    if scored:
+        lines += [
+            "",
+            "## Lowest F1 (answerable)",
+            "",
+            "| question | gold | answer | F1 |",
+            "|---|---|---|---|",
+        ]
+        for r in sorted(scored, key=lambda r: (r["scores"]["f1"], r["id"]))[:WORST_LISTED]:
+            lines.append(
+                f"| {_clip(r['question'])} | {_clip(' / '.join(r['gold']))} | "
+                f"{_clip(r['answer'])} | {r['scores']['f1']:.2f} |"
+            )
+    missed = [r for r in report["items"] if r.get("scores", {}).get("correct_abstention") is False]
+    if missed:
+        lines += ["", "## Answered although unanswerable", ""]
+        lines += [
+            f"- {_clip(r['question'])} -> {_clip(r['answer'])}" for r in missed[:WORST_LISTED]
+        ]
+    errors = [r for r in report["items"] if "error" in r]
+    if errors:
+        lines += ["", "## Errors", ""]
+        lines += [f"- {r['id']}: {_clip(r['error'], 200)}" for r in errors]
+    return "\n".join(lines) + "\n"
+
+
+def _clip(text: str, width: int = 80) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def write_chart(report: Mapping[str, Any], path: Path) -> None:
+    """Rates as bars, and the latency histogram of all questions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = report["summary"]
+    rates = {k: s[k] for k in list(SHOWN)[:6] if s[k] is not None}
+    fig, (bars, hist) = plt.subplots(1, 2, figsize=(13, 4.5), width_ratios=[2, 1])
+    bars.barh(list(rates)[::-1], list(rates.values())[::-1], color="#4477aa")
+    bars.set_xlim(0, 1)
+    bars.set_title(f"{report['dataset']}: {s['items']} questions")
+    hist.hist([r["seconds"] for r in report["items"] if "error" not in r], bins=20)
+    hist.set_xlabel("seconds per question")
+    hist.set_ylabel("questions")
+    hist.set_title("latency")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_outputs(report: Mapping[str, Any], folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / "answers.json", folder / "answers.md", folder / CHART]
+    paths[0].write_text(json.dumps(report, indent=2) + "\n")
+    paths[1].write_text(markdown(report))
+    write_chart(report, paths[2])
+    return paths
+
+
+def _quality(record: Mapping[str, Any]) -> float | None:
+    """One number per item to call a win or a loss: F1, correct abstention, or the judge."""
+    scores = record.get("scores") or {}
+    for name in ("f1", "correct_abstention", "completeness"):
+        if name in scores:
+            return float(scores[name])
+    return None
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Summaries side by side and per-question wins/losses of B over A."""
+    qa = {r["id"]: q for r in a["items"] if (q := _quality(r)) is not None}
+    qb = {r["id"]: q for r in b["items"] if (q := _quality(r)) is not None}
+    shared = [i for i in qa if i in qb]
+    deltas = {i: qb[i] - qa[i] for i in shared}
+    return {
+        "kind": "answers",
+        "a": a["dataset"],
+        "b": b["dataset"],
+        "summary": {key: [a["summary"].get(key), b["summary"].get(key)] for key in SHOWN},
+        "p50_s": [(x["summary"]["latency"] or {}).get("p50_ms", 0) / 1000 for x in (a, b)],
+        "shared_items": len(shared),
+        "wins": sum(d > 0 for d in deltas.values()),
+        "losses": sum(d < 0 for d in deltas.values()),
+        "ties": sum(d == 0 for d in deltas.values()),
+        "deltas": dict(sorted(deltas.items(), key=lambda kv: (kv[1], kv[0]))),
+    }
+
+
+def compare_markdown(result: Mapping[str, Any], labels: tuple[str, str] = ("A", "B")) -> str:
+    a, b = labels
+    lines = [f"# Answer comparison: {a} vs {b}", ""]
+    if result["a"] != result["b"]:
+        lines += [f"Different question sets: {result['a']} vs {result['b']}.", ""]
+    lines += [f"| measure | {a} | {b} |", "|---|---|---|"]
+    lines += [
+        f"| {SHOWN[k]} | {_cell(va)} | {_cell(vb)} |" for k, (va, vb) in result["summary"].items()
+    ]
+    pa, pb = result["p50_s"]
+    lines += [f"| latency p50 (s) | {pa:.1f} | {pb:.1f} |", ""]
+    lines.append(
+        f"Per question (F1, correct abstention or judged completeness) over "
+        f"{result['shared_items']} shared questions: {b} wins {result['wins']}, loses "
+        f"{result['losses']}, ties {result['ties']}."
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,162 @@
+"""Answer quality: the full graph over a question set, scored per item and in aggregate.
+
+Every item runs through the same compiled graph a user's question does (rephrasing,
+retrieval, generation, verification, regeneration), each as its own trace, so a bad
+score can be opened in Langfuse (or ``rag trace show``) next to the exact prompts.
+Scores per item: SQuAD exact match and token F1 when gold answers exist, correct
+abstention when the question has no answer, the verifier's verdict, the LLM judge's
+completeness and contextual accuracy (``--judge``), and wall time.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from evaluation.judge import JUDGE, judge_answer
+from evaluation.metrics import latency_summary
+from evaluation.squad import QAItem, exact_match, token_f1
+from graph import build_graph
+from graph.graph import config_for
+from graph.prompts import versions
+from tools import tracing
+from tools.config import Settings
+from tools.errors import ModelError
+from tools.grounding import strip_markers
+from tools.models import chat_model
+
+
+def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
+    answer = strip_markers(out["answer"], set()).strip()
+    abstained = bool(out["abstained"])
+    scores: dict[str, Any] = {}
+    if item.answerable:
+        scores["exact_match"] = 0.0 if abstained else exact_match(answer, item.answers)
+        scores["f1"] = 0.0 if abstained else token_f1(answer, item.answers)
+    elif item.answerable is False:
+        scores["correct_abstention"] = abstained
+    verdict = out.get("verdict") or {}
+    if not abstained and "grounded" in verdict:  # a failed check counts as not grounded
+        scores["grounded"] = bool(verdict.get("grounded"))
+    return scores
+
+
+def evaluate_answers(
+    settings: Settings,
+    items: Sequence[QAItem],
+    *,
+    judge: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run the graph on every item with ``settings`` (its collection must exist)."""
+    app = build_graph(checkpointer=InMemorySaver())  # to read each run's passages back
+    judge_model = chat_model(settings, "judge") if judge else None
+    run_id = uuid.uuid4().hex[:8]
+    records: list[dict[str, Any]] = []
+    for n, item in enumerate(items, 1):
+        config = config_for(
+            thread_id=f"eval-{run_id}-{n}",
+            trace_seed=f"eval-{run_id}-{item.id}",
+            **settings.model_dump(mode="json"),
+        )
+        record: dict[str, Any] = {
+            "id": item.id,
+            "question": item.question,
+            "answerable": item.answerable,
+            "gold": list(item.answers),
+        }
+        started = time.perf_counter()
+        try:
+            out = app.invoke({"question": item.question}, config)
+        except (ModelError, ValueError) as exc:  # one broken item must not end the run
+            record |= {"error": str(exc), "seconds": round(time.perf_counter() - started, 2)}
+            records.append(record)
+            continue
+        record |= {
+            "seconds": round(time.perf_counter() - started, 2),
+            "answer": out["answer"],
+            "abstained": out["abstained"],
+            "verdict": {k: out["verdict"].get(k) for k in ("grounded", "score", "unsupported")},
+            "attempts": out.get("attempts", 0),
+            "queries": out["queries"],
+            "sources": [c["source"] for c in out["citations"]],
+            "trace_id": out.get("trace_id"),
+            "scores": _score_item(item, out),
+        }
+        if out.get("error"):  # a model fault the graph survived (abstained or unverified)
+            record["fault"] = "{type} in {stage}: {message}".format(**out["error"])
+        if judge_model is not None and not out["abstained"]:
+            passages = app.get_state(config).values.get("passages") or []
+            judged_config = (
+                tracing.run_config(
+                    settings, trace_id=out["trace_id"], metadata={"prompt": JUDGE.ref}
+                )
+                if out.get("trace_id")
+                else None
+            )
+            try:
+                grades = judge_answer(
+                    judge_model, settings, item.question, out["answer"], passages, judged_config
+                )
+                record["scores"] |= grades.model_dump()
+            except ModelError as exc:
+                record["judge_error"] = str(exc)
+        for name, value in record["scores"].items():
+            tracing.score(settings, out.get("trace_id"), name, value)
+        records.append(record)
+        if progress:
+            shown = ", ".join(
+                f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in record["scores"].items()
+            )
+            print(
+                f"[{n}/{len(items)}] {record['seconds']:.1f}s {shown}",
+                file=sys.stderr,
+                flush=True,
+            )
+    tracing.flush()
+    return {
+        "kind": "answers",
+        "run_id": run_id,
+        "prompts": {**versions(), JUDGE.name: JUDGE.version} if judge else versions(),
+        "summary": summarize(records),
+        "items": records,
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 4) if values else None
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Aggregates; a rate over no items is None, never a misleading 0 or 1."""
+    ok = [r for r in records if "error" not in r]
+    answerable = [r for r in ok if r["answerable"]]
+    unanswerable = [r for r in ok if r["answerable"] is False]
+    answered = [r for r in ok if not r["abstained"]]
+
+    def collect(name: str, rows: Sequence[dict[str, Any]]) -> list[float]:
+        return [float(r["scores"][name]) for r in rows if name in r["scores"]]
+
+    return {
+        "items": len(records),
+        "errors": len(records) - len(ok),
+        "model_faults": sum("fault" in r for r in ok),
+        "answerable": len(answerable),
+        "unanswerable": len(unanswerable),
+        "exact_match": _mean(collect("exact_match", answerable)),
+        "f1": _mean(collect("f1", answerable)),
+        "abstention_accuracy": _mean(collect("correct_abstention", unanswerable)),
+        "false_abstention_rate": _mean([float(r["abstained"]) for r in answerable]),
+        "grounded_rate": _mean(collect("grounded", answered)),
+        "regeneration_rate": _mean([float(r["attempts"] > 1) for r in answered]),
+        "completeness": _mean(collect("completeness", answered)),
+        "contextual_accuracy": _mean(collect("contextual_accuracy", answered)),
+        "latency": latency_summary([r["seconds"] for r in ok]),
+    }

@@ -1,0 +1,144 @@
+"""The seeds' judgment list: an LLM writes questions from chunks, the retriever must find them.
+
+Any collection gets a retrieval test set this way, with no human labels: each question
+is stored with the id of the chunk it was written from, and retrieval precision is how
+often that chunk comes back (hit@k) and how high (MRR@k). Chunk ids change when a file
+changes, so a judgment whose chunk is no longer in the collection is reported as stale
+and left out rather than counted as a miss.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
+from pydantic import BaseModel, Field
+
+from evaluation.datasets import DatasetError
+from evaluation.metrics import latency_summary
+from graph.prompts import Prompt
+from tools.collection import Collection
+from tools.config import Settings
+from tools.errors import ModelError
+from tools.retrieval import HybridRetriever
+from tools.structured import invoke_structured
+
+QUESTION = Prompt(
+    "judgment_question",
+    1,
+    "Write {n} question(s) that a user of this documentation could ask and that the passage "
+    "below answers. Each question must make sense on its own, without seeing the passage "
+    "(name the subject instead of saying 'this passage'). "
+    'Reply with JSON: {{"questions": ["...", ...]}}.\n\nPassage:\n{text}',
+)
+MIN_CHUNK_CHARS = 60  # shorter chunks (a lone heading) do not carry a question
+
+
+class _Questions(BaseModel):
+    questions: list[str] = Field(min_length=1, max_length=5)
+
+
+def generate(
+    settings: Settings,
+    collection: Collection,
+    model: BaseChatModel,
+    *,
+    per_chunk: int = 1,
+    limit: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> Iterator[dict[str, Any]]:
+    """Judgments for (a seeded sample of ``limit``) chunks, one record per question."""
+    chunks = [
+        c
+        for c in collection.manifest.chunks(collection.manifest.chunk_ids()).values()
+        if c.kind == "chunk" and len(c.text.strip()) >= MIN_CHUNK_CHARS
+    ]
+    chunks.sort(key=lambda c: (c.source, c.chunk_index))
+    if limit is not None and limit < len(chunks):
+        chunks = random.Random(seed).sample(chunks, limit)
+    for n, chunk in enumerate(chunks, 1):
+        prompt = QUESTION.text.format(n=per_chunk, text=chunk.text)
+        try:
+            reply = invoke_structured(
+                model, _Questions, [HumanMessage(prompt)], retries=settings.llm_max_retries
+            )
+        except ModelError as exc:
+            print(f"[{n}/{len(chunks)}] {chunk.source}: skipped ({exc})", file=sys.stderr)
+            continue
+        for i, question in enumerate(q.strip() for q in reply.questions[:per_chunk]):
+            if question:
+                yield {
+                    "id": f"{chunk.id}-{i}",
+                    "question": question,
+                    "chunk_id": chunk.id,
+                    "source": chunk.source,
+                    "heading": chunk.heading,
+                    "prompt": QUESTION.ref,
+                }
+        if progress:
+            print(f"[{n}/{len(chunks)}] {chunk.source}", file=sys.stderr, flush=True)
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not (record["question"] and record["chunk_id"]):
+                raise ValueError
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise DatasetError(
+                f"{path}:{number}: expected JSON with 'question' and 'chunk_id'"
+            ) from None
+        records.append(record)
+    if not records:
+        raise DatasetError(f"{path}: no judgments")
+    return records
+
+
+def score(
+    settings: Settings,
+    collection: Collection,
+    embedder: Embeddings,
+    judgments: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """hit@k and MRR@k of each judgment's source chunk, through the service's retriever."""
+    known = collection.manifest.chunk_ids()
+    live = [j for j in judgments if j["chunk_id"] in known]
+    retriever = HybridRetriever(collection, embedder, settings)
+    k = settings.k
+    rows, seconds = [], []
+    for j in live:
+        started = time.perf_counter()
+        passages, _ = retriever.retrieve([j["question"]])
+        seconds.append(time.perf_counter() - started)
+        rank = next(
+            (r for r, p in enumerate(passages[:k], 1) if j["chunk_id"] in p.chunk_ids), None
+        )
+        rows.append({"id": j["id"], "question": j["question"], "source": j["source"], "rank": rank})
+    hits = [r["rank"] is not None for r in rows]
+    return {
+        "kind": "judgments",
+        "collection": collection.name,
+        "k": k,
+        "judgments": len(judgments),
+        "stale": len(judgments) - len(live),
+        "evaluated": len(rows),
+        f"hit@{k}": round(sum(hits) / len(rows), 4) if rows else None,
+        f"mrr@{k}": round(sum(1 / r["rank"] for r in rows if r["rank"]) / len(rows), 4)
+        if rows
+        else None,
+        "latency": latency_summary(seconds),
+        "queries": rows,
+    }

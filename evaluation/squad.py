@@ -1,0 +1,149 @@
+"""SQuAD 2.0 as an answer benchmark: a seeded sample of questions and the official scores.
+
+The sample takes answerable and unanswerable questions in fixed numbers (SQuAD 2.0 dev
+is about half of each), so abstention is measured on a known mix. Every paragraph of
+the file becomes a corpus document, not only the sampled questions' own paragraphs:
+retrieval then has to find the right paragraph among all of them, as it would in use.
+Exact match and token F1 follow the official evaluation script (lower case, no
+punctuation, no articles, best over the gold answers).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+import re
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluation.datasets import DatasetError
+
+SQUAD_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2-dev" / "dev-v2.0.json"
+
+
+@dataclass(frozen=True)
+class QAItem:
+    """One question: gold answers are empty for an unanswerable one."""
+
+    id: str
+    question: str
+    answers: tuple[str, ...] = ()
+    answerable: bool | None = None  # None: unknown (a question set without gold answers)
+    context_id: str = ""  # the paragraph the question was written from
+
+
+@dataclass
+class SquadSample:
+    items: list[QAItem]
+    paragraphs: dict[str, str] = field(default_factory=dict)  # corpus id -> text
+    titles: dict[str, str] = field(default_factory=dict)  # corpus id -> article title
+
+
+def load_squad(path: Path, *, answerable: int, unanswerable: int, seed: int = 0) -> SquadSample:
+    """``answerable`` + ``unanswerable`` questions drawn with ``seed``, and every paragraph."""
+    try:
+        articles = json.loads(path.read_text(encoding="utf-8"))["data"]
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise DatasetError(f"{path}: not a SQuAD file ({exc})") from None
+    sample = SquadSample(items=[])
+    pools: dict[bool, list[QAItem]] = {True: [], False: []}
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(article["paragraphs"]):
+            pid = f"a{a:03d}p{p:03d}"
+            sample.paragraphs[pid] = paragraph["context"]
+            sample.titles[pid] = article.get("title", "").replace("_", " ")
+            for qa in paragraph["qas"]:
+                impossible = bool(qa.get("is_impossible"))
+                golds = tuple(dict.fromkeys(x["text"] for x in qa.get("answers", [])))
+                pools[not impossible].append(
+                    QAItem(qa["id"], qa["question"], golds, not impossible, pid)
+                )
+    rng = random.Random(seed)
+    for is_answerable, wanted in ((True, answerable), (False, unanswerable)):
+        pool = pools[is_answerable]
+        if wanted > len(pool):
+            raise DatasetError(f"{path}: asked for {wanted}, only {len(pool)} available")
+        sample.items += rng.sample(pool, wanted)
+    rng.shuffle(sample.items)
+    return sample
+
+
+def write_corpus(sample: SquadSample, path: Path) -> Path:
+    """The paragraphs as a BEIR ``corpus.jsonl``; unchanged content keeps the same file."""
+    lines = "".join(
+        json.dumps({"_id": pid, "title": sample.titles[pid], "text": text}) + "\n"
+        for pid, text in sample.paragraphs.items()
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text(encoding="utf-8") != lines:
+        path.write_text(lines, encoding="utf-8")
+    return path
+
+
+def load_questions(path: Path) -> list[QAItem]:
+    """A generic question set: JSONL with ``question`` and optional ``id`` and ``answers``."""
+    items: list[QAItem] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: no such file") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            question = record["question"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise DatasetError(
+                f"{path}:{number}: expected a JSON object with a 'question'"
+            ) from None
+        answers = record.get("answers")
+        if answers is not None and not isinstance(answers, list):
+            raise DatasetError(f"{path}:{number}: 'answers' must be a list of strings")
+        items.append(
+            QAItem(
+                str(record.get("id", number)),
+                str(question),
+                tuple(str(a) for a in answers or ()),
+                None if answers is None else bool(answers),
+            )
+        )
+    if not items:
+        raise DatasetError(f"{path}: no questions")
+    return items
+
+
+# --- the official SQuAD scores -----------------------------------------------------------------
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, golds: tuple[str, ...]) -> float:
+    return max(
+        (float(normalize_answer(prediction) == normalize_answer(g)) for g in golds), default=0.0
+    )
+
+
+def _f1(prediction: str, gold: str) -> float:
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = collections.Counter(pred) & collections.Counter(ref)
+    same = sum(common.values())
+    if not pred or not ref:
+        return float(pred == ref)
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def token_f1(prediction: str, golds: tuple[str, ...]) -> float:
+    return max((_f1(prediction, g) for g in golds), default=0.0)

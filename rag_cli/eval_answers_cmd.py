@@ -1,0 +1,108 @@
+"""``rag eval answers``: the full graph over SQuAD 2.0 or any question set, scored."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+from evaluation import answer_report
+from evaluation.answers import evaluate_answers
+from evaluation.datasets import Dataset
+from evaluation.retrieval import prepare_collection, with_overrides
+from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
+from tools.collection import Collection
+from tools.config import Settings
+from tools.models import embeddings
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "answers",
+        help="answer a question set with the full graph and score the answers",
+        description="SQuAD 2.0 (--squad): its paragraphs become a cached evaluation "
+        "collection and a seeded sample of answerable and unanswerable questions is asked; "
+        "reports exact match and token F1 on answerable ones, correct abstention on "
+        "unanswerable ones. Any question set (--questions JSONL with 'question' and optional "
+        "'answers') is asked of --collection. Both report the verifier's grounded rate and "
+        "latency; --judge adds the LLM judge's completeness and contextual accuracy (1-5).",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--squad",
+        nargs="?",
+        const=str(SQUAD_DEV),
+        metavar="FILE",
+        help=f"a SQuAD 2.0 JSON file (default: {SQUAD_DEV})",
+    )
+    source.add_argument("--questions", metavar="FILE", help="JSONL question set")
+    parser.add_argument("--collection", help="collection to ask (with --questions)")
+    parser.add_argument(
+        "--limit", type=int, default=100, help="questions to ask (SQuAD: half answerable)"
+    )
+    parser.add_argument("--sample-seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument("--judge", action="store_true", help="LLM-judged quality scores")
+    parser.add_argument(
+        "--answer-style",
+        choices=("full", "short"),
+        help="default: short for --squad (SQuAD scores short spans), else the setting",
+    )
+    parser.add_argument("--k", type=int, help="overrides k")
+    parser.add_argument("--out", metavar="DIR", help="write answers.json, answers.md, answers.png")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run_answers)
+    return parser
+
+
+def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], str, str]:
+    if args.collection:
+        raise ValueError("--collection goes with --questions; --squad builds its own")
+    path = Path(args.squad)
+    answerable = args.limit // 2
+    sample = load_squad(
+        path, answerable=answerable, unanswerable=args.limit - answerable, seed=args.sample_seed
+    )
+    corpus = write_corpus(sample, settings.data_dir / "eval" / "squad" / "corpus.jsonl")
+    collection, info = prepare_collection(
+        settings, Dataset(path.name, corpus, {}, {}), embeddings(settings), progress=True
+    )
+    collection.close()
+    print(
+        f"collection {info['name']}: {info['documents']} paragraphs, "
+        + ("reused" if info["reused"] else f"ingested in {info['seconds']} s"),
+        file=sys.stderr,
+    )
+    return sample.items, info["name"], f"SQuAD 2.0 ({path.name}, seed {args.sample_seed})"
+
+
+def run_answers(args: argparse.Namespace, settings: Settings) -> int:
+    if args.limit < 1:
+        raise ValueError("--limit must be at least 1")
+    if args.squad:
+        items, collection, dataset = _squad(args, settings)
+        style = args.answer_style or "short"
+    else:
+        items = load_questions(Path(args.questions))
+        if len(items) > args.limit:
+            items = random.Random(args.sample_seed).sample(items, args.limit)
+        collection = args.collection or settings.collection
+        Collection(settings, collection).close()  # a missing collection fails here, once
+        dataset, style = Path(args.questions).name, args.answer_style or settings.answer_style
+    overrides: dict[str, Any] = {"collection": collection, "answer_style": style, "k": args.k}
+    settings = with_overrides(settings, overrides)
+    report = evaluate_answers(settings, items, judge=args.judge)
+    report |= {
+        "dataset": dataset,
+        "collection": collection,
+        "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "settings": settings.model_dump(mode="json"),
+    }
+    if args.out:
+        for path in answer_report.write_outputs(report, Path(args.out)):
+            print(f"wrote {path}", file=sys.stderr)
+    print(json.dumps(report, indent=2) if args.json else answer_report.markdown(report, None))
+    return 0

@@ -1,0 +1,141 @@
+"""Answer evaluation: SQuAD scores by hand, the sampler on the real file, a run on fakes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evaluation import answer_report, answers
+from evaluation.answers import evaluate_answers
+from evaluation.datasets import DatasetError
+from evaluation.squad import (
+    SQUAD_DEV,
+    QAItem,
+    exact_match,
+    load_questions,
+    load_squad,
+    normalize_answer,
+    token_f1,
+)
+from graph import prompts
+from tests.fakes import RuleChat
+from tools import tracing
+from tools.config import load_settings
+
+
+def test_normalization_drops_case_punctuation_and_articles():
+    assert normalize_answer("The  Normans, of  France!") == "normans of france"
+
+
+def test_exact_match_takes_the_best_gold():
+    assert exact_match("the Normans.", ("Vikings", "Normans")) == 1.0
+    assert exact_match("Normans of France", ("Normans",)) == 0.0
+
+
+def test_token_f1_by_hand():
+    # pred [in, 10th, century] vs gold [10th, century]: 2 shared, P 2/3, R 1 -> 2*(2/3)/(5/3)=0.8
+    assert token_f1("in the 10th century", ("10th century",)) == pytest.approx(0.8)
+    # best over golds: "1066" matches the second exactly
+    assert token_f1("1066", ("in 1066 AD", "1066")) == 1.0
+    assert token_f1("Paris", ("London",)) == 0.0
+    assert token_f1("", ("London",)) == 0.0
+
+
+def test_real_squad_dev_sample_is_seeded_and_balanced():
+    a = load_squad(SQUAD_DEV, answerable=5, unanswerable=5, seed=3)
+    b = load_squad(SQUAD_DEV, answerable=5, unanswerable=5, seed=3)
+    assert [i.id for i in a.items] == [i.id for i in b.items]
+    assert sum(i.answerable for i in a.items) == 5 and len(a.items) == 10
+    assert all(i.answers for i in a.items if i.answerable)
+    assert all(not i.answers for i in a.items if not i.answerable)
+    articles = json.loads(SQUAD_DEV.read_text())["data"]
+    assert len(a.paragraphs) == sum(len(x["paragraphs"]) for x in articles)  # all of them
+    assert all(i.context_id in a.paragraphs for i in a.items)
+    other = load_squad(SQUAD_DEV, answerable=5, unanswerable=5, seed=4)
+    assert [i.id for i in other.items] != [i.id for i in a.items]
+
+
+def test_asking_for_more_questions_than_exist_fails(tmp_path):
+    path = tmp_path / "tiny.json"
+    qa = {"id": "q1", "question": "Who?", "answers": [{"text": "Ann"}], "is_impossible": False}
+    path.write_text(
+        json.dumps({"data": [{"title": "T", "paragraphs": [{"context": "Ann did.", "qas": [qa]}]}]})
+    )
+    assert len(load_squad(path, answerable=1, unanswerable=0).items) == 1
+    with pytest.raises(DatasetError, match="only 0 available"):
+        load_squad(path, answerable=1, unanswerable=1)
+
+
+def test_question_set_loader_reports_the_bad_line(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"question": "A?", "answers": ["x"]}\n{"question": "B?"}\n')
+    items = load_questions(path)
+    assert [(i.answerable, i.answers) for i in items] == [(True, ("x",)), (None, ())]
+    path.write_text('{"question": "A?"}\n{"text": "B?"}\n')
+    with pytest.raises(DatasetError, match=r"q\.jsonl:2"):
+        load_questions(path)
+
+
+ITEMS = [
+    QAItem("1", "How do I install the service?", ("make demo",), True),
+    QAItem("2", "What is the capital of France?", (), False),
+]
+
+
+@pytest.fixture
+def judge(monkeypatch):
+    chat = RuleChat(respond=lambda m: json.dumps({"completeness": 4, "contextual_accuracy": 5}))
+    monkeypatch.setattr(answers, "chat_model", lambda settings, role: chat)
+    return chat
+
+
+def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path):
+    models.answer = ["Run make demo to install the service [1].", prompts.NOT_FOUND]
+    report = evaluate_answers(corpus_env, ITEMS, judge=True, progress=False)
+    first, second = report["items"]
+    # "run make demo to install service" vs "make demo": 2 of 6 tokens, all of gold: F1 0.5
+    assert first["scores"] == {
+        "exact_match": 0.0,
+        "f1": 0.5,
+        "grounded": True,
+        "completeness": 4,
+        "contextual_accuracy": 5,
+    }
+    assert second["abstained"] is True and second["scores"] == {"correct_abstention": True}
+    assert len(judge.calls) == 1  # the abstention is not judged
+    assert "Run make demo" in judge.calls[0][0].text  # the judge sees the passages first
+    s = report["summary"]
+    assert (s["f1"], s["exact_match"], s["abstention_accuracy"]) == (0.5, 0.0, 1.0)
+    assert (s["grounded_rate"], s["completeness"], s["errors"]) == (1.0, 4.0, 0)
+    assert s["latency"]["p50_ms"] > 0
+
+    report |= {
+        "dataset": "tiny",
+        "collection": "docs",
+        "created": "now",
+        "settings": corpus_env.model_dump(mode="json"),
+    }
+    _, md, png = answer_report.write_outputs(report, tmp_path / "out")
+    assert "| token F1 (answerable) | 0.500 |" in md.read_text()
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_failing_item_is_recorded_and_the_run_goes_on(corpus_env, models):
+    models.support = '{"supported": [tr'  # the verifier fails: reported, not fatal
+    broken = QAItem("3", "x" * 5000, (), None)  # over max_question_chars: a ValueError
+    report = evaluate_answers(corpus_env, [broken, ITEMS[0]], progress=False)
+    assert "max_question_chars" in report["items"][0]["error"]
+    assert report["items"][1]["scores"]["f1"] == 0.5
+    assert report["summary"]["errors"] == 1 and report["summary"]["model_faults"] == 1
+    assert report["items"][1]["fault"].startswith("malformed_output in verify")
+    assert report["summary"]["grounded_rate"] == 0.0  # an unchecked answer is not grounded
+
+
+def test_scores_reach_each_items_trace(corpus_env, models, monkeypatch):
+    monkeypatch.setenv("RAG_TRACING", "local")
+    settings = load_settings()
+    report = evaluate_answers(settings, ITEMS[:1], progress=False)
+    trace_id = report["items"][0]["trace_id"]
+    scores = {s["name"]: s["value"] for s in tracing.load_scores(settings, trace_id)}
+    assert scores["f1"] == 0.5 and scores["grounded"] == 1.0
