@@ -10,11 +10,13 @@ completeness and contextual accuracy (``--judge``), and wall time.
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
@@ -53,8 +55,13 @@ def evaluate_answers(
     *,
     judge: bool = False,
     progress: bool = True,
+    log: Path | None = None,
 ) -> dict[str, Any]:
-    """Run the graph on every item with ``settings`` (its collection must exist)."""
+    """Run the graph on every item with ``settings`` (its collection must exist).
+
+    With ``log``, each item's record is appended to it as soon as it is scored, so an
+    interrupted run of an hour keeps what it measured (``summarize`` reads such records).
+    """
     app = build_graph(checkpointer=InMemorySaver())  # to read each run's passages back
     judge_model = chat_model(settings, "judge") if judge else None
     run_id = uuid.uuid4().hex[:8]
@@ -76,7 +83,7 @@ def evaluate_answers(
             out = app.invoke({"question": item.question}, config)
         except (ModelError, ValueError) as exc:  # one broken item must not end the run
             record |= {"error": str(exc), "seconds": round(time.perf_counter() - started, 2)}
-            records.append(record)
+            _keep(record, records, log)
             continue
         record |= {
             "seconds": round(time.perf_counter() - started, 2),
@@ -109,7 +116,7 @@ def evaluate_answers(
                 record["judge_error"] = str(exc)
         for name, value in record["scores"].items():
             tracing.score(settings, out.get("trace_id"), name, value)
-        records.append(record)
+        _keep(record, records, log)
         if progress:
             shown = ", ".join(
                 f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
@@ -128,6 +135,13 @@ def evaluate_answers(
         "summary": summarize(records),
         "items": records,
     }
+
+
+def _keep(record: dict[str, Any], records: list[dict[str, Any]], log: Path | None) -> None:
+    records.append(record)
+    if log is not None:
+        with log.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
 
 
 def _mean(values: list[float]) -> float | None:

@@ -94,7 +94,12 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         dataset, style = Path(args.questions).name, args.answer_style or settings.answer_style
     overrides: dict[str, Any] = {"collection": collection, "answer_style": style, "k": args.k}
     settings = with_overrides(settings, overrides)
-    report = evaluate_answers(settings, items, judge=args.judge)
+    log = None
+    if args.out:  # records land here one by one; an interrupted run keeps them
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        log = Path(args.out) / "answers.items.jsonl"
+        log.unlink(missing_ok=True)
+    report = evaluate_answers(settings, items, judge=args.judge, log=log)
     report |= {
         "dataset": dataset,
         "collection": collection,

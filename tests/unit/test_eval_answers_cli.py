@@ -60,7 +60,14 @@ def test_answers_on_a_question_set_writes_reports(corpus_env, models, questions,
         1.0,
     )
     assert report["settings"]["answer_style"] == "full"
-    assert {p.name for p in out.iterdir()} == {"answers.json", "answers.md", "answers.png"}
+    assert {p.name for p in out.iterdir()} == {
+        "answers.json",
+        "answers.md",
+        "answers.png",
+        "answers.items.jsonl",
+    }
+    logged = [json.loads(line) for line in (out / "answers.items.jsonl").read_text().splitlines()]
+    assert logged == report["items"]
 
     models.answer = ["make demo [1]", prompts.NOT_FOUND]
     (tmp_path / "short").mkdir()
