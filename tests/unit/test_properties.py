@@ -18,7 +18,9 @@ from tools.grounding import cited_numbers, missing_facts, statements, strip_mark
 from tools.sanitize import neutralise
 from tools.structured import parse_json_reply
 
-FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # fragments that exercise the parsers' special cases, mixed with arbitrary unicode
 FRAGMENTS = st.sampled_from(
@@ -144,7 +146,8 @@ def test_answer_parser_takes_any_text(answer, passages, context):
         assert statement.strip()
         missing = missing_facts(statement, context)
         assert all(isinstance(m, str) for m in missing)
-        assert missing_facts(statement, statement + " " + context) == []
+        body = re.sub(r"\[\d{1,3}\]", "", statement)  # what missing_facts reads of it
+        assert missing_facts(statement, body + " " + context) == []
 
 
 @FAST

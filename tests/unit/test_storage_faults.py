@@ -299,3 +299,10 @@ def test_path_traversal_in_collection_names_is_refused(settings):
         with pytest.raises(ConfigError, match="invalid collection name"):
             drop_collection(settings, name)
     assert not list(settings.data_dir.parent.rglob("*.sqlite"))
+
+
+def test_rag_serve_refuses_to_start_on_a_damaged_collection(settings, corpus, capsys):
+    ingest(settings, [corpus])[1].close()
+    (settings.data_dir / "collections" / "docs.sqlite").write_bytes(b"garbage" * 100)
+    assert main(["serve", "--data-dir", str(settings.data_dir)]) == 2
+    assert "--rebuild" in capsys.readouterr().err
