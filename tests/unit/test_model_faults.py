@@ -148,3 +148,14 @@ def test_with_retries_message_and_type():
 def test_abstention_text_names_the_stage_and_type():
     text = prompts.ABSTAIN_ERROR.format(type="timeout", stage="verify", message="slow")
     assert "verify" in text and "timeout" in text
+
+
+def test_rag_ask_prints_the_typed_error_and_exits_1(corpus_env, models, capsys):
+    from rag_cli.main import main
+
+    models.chats["generator"].respond = raising(LLMTimeoutError("no complete answer"))
+    assert main(["ask", "How do I install the service?"]) == 1
+    out = capsys.readouterr().out
+    assert "error (timeout in generate_answer): no complete answer" in out
+    assert main(["ask", "How do I install the service?", "--json"]) == 1
+    assert '"type": "timeout"' in capsys.readouterr().out
