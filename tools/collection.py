@@ -181,6 +181,9 @@ class Collection:
         chunks = self.manifest.chunks(cid for cid, _ in hits)
         return [(chunks[cid], score) for cid, score in hits if cid in chunks]
 
+    def keyword_scores(self, query: str, ids: Sequence[str]) -> dict[str, float]:
+        return self._snapshot()[1].scores(query, ids)
+
     def neighbours(self, chunk: Chunk, before: int, after: int) -> list[Chunk]:
         return self.manifest.neighbours(
             chunk.doc_id, max(0, chunk.chunk_index - before), chunk.chunk_index + after

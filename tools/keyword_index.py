@@ -59,6 +59,7 @@ class KeywordIndex:
 
     def __init__(self, ids: Sequence[str], token_lists: Sequence[Sequence[str]]) -> None:
         self.ids = list(ids)
+        self._position = {cid: i for i, cid in enumerate(self.ids)}
         # rank-bm25 divides by the corpus size, so an empty corpus needs special-casing
         self._bm25 = _LuceneBM25([list(t) or [""] for t in token_lists]) if self.ids else None
 
@@ -70,3 +71,12 @@ class KeywordIndex:
         scores = self._bm25.get_scores(terms)
         top = np.argsort(-scores)[:k]
         return [(self.ids[i], float(scores[i])) for i in top if scores[i] > 0]
+
+    def scores(self, query: str, ids: Sequence[str]) -> dict[str, float]:
+        """BM25 score of each of ``ids`` (0 for an unknown id), however low it ranks."""
+        terms = tokenize(query)
+        known = [cid for cid in ids if cid in self._position]
+        if self._bm25 is None or not terms or not known:
+            return dict.fromkeys(ids, 0.0)
+        values = self._bm25.get_batch_scores(terms, [self._position[c] for c in known])
+        return dict.fromkeys(ids, 0.0) | dict(zip(known, map(float, values), strict=True))

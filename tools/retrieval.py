@@ -2,7 +2,10 @@
 
 Why each step:
 - Hybrid with min-max score fusion: on CACM it beats either method alone and
-  reciprocal-rank fusion (nDCG@10 0.569 vs 0.484 BM25, 0.442 dense, 0.540 RRF).
+  reciprocal-rank fusion (field notes, whole documents: nDCG@10 0.569 vs 0.484 BM25,
+  0.442 dense, 0.540 RRF). Every candidate gets *both* scores (its vector's cosine and
+  its BM25 score), not 0 from the index whose top fetch_k it missed: that raised this
+  service's CACM nDCG@10 from 0.531 to 0.550 at the same depth (`rag eval retrieval`).
 - The distance threshold is applied to *every* candidate, keyword hits included, by
   measuring its cosine distance to the closest query: it then means what it says
   ("nothing farther than d from what was asked"), whichever index found the chunk.
@@ -79,6 +82,12 @@ class RetrievalReport:
     dropped: list[dict] = field(default_factory=list)  # [{chunk_id, source, reason}]
 
 
+def _unit(rows: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1: remote embedders do not all return unit vectors."""
+    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+    return rows / np.where(norms == 0, 1.0, norms)
+
+
 def _minmax(scores: dict[str, float]) -> dict[str, float]:
     if not scores:
         return {}
@@ -104,20 +113,27 @@ class HybridRetriever:
         qvecs = np.array(self.embedder.embed_documents(list(queries)), dtype=np.float32)
         fused: dict[str, float] = {}
         chunks: dict[str, Chunk] = {}
+        found: list[list[str]] = []
         for query, qvec in zip(queries, qvecs, strict=True):
-            dense = self.collection.dense_search(qvec.tolist(), s.fetch_k)
-            sparse = self.collection.keyword_search(query, s.fetch_k)
-            for chunk, _ in dense + sparse:
-                chunks[chunk.id] = chunk
-            d_scores = _minmax({c.id: 1.0 - dist for c, dist in dense})
-            k_scores = _minmax({c.id: score for c, score in sparse})
-            for cid in d_scores.keys() | k_scores.keys():
+            hits = self.collection.dense_search(qvec.tolist(), s.fetch_k)
+            hits += self.collection.keyword_search(query, s.fetch_k)
+            chunks.update((chunk.id, chunk) for chunk, _ in hits)
+            found.append(list(dict.fromkeys(chunk.id for chunk, _ in hits)))
+        # cosine similarity of every candidate to every query, from its stored vector
+        sims = self._similarities(list(chunks), qvecs)
+        for i, (query, ids) in enumerate(zip(queries, found, strict=True)):
+            # every candidate gets both scores, so one just outside a method's fetch_k
+            # keeps its real score there instead of 0
+            d_scores = _minmax({c: float(sims[c][i]) for c in ids if c in sims})
+            k_scores = _minmax(self.collection.keyword_scores(query, ids))
+            for cid in ids:
                 score = s.hybrid_weight * d_scores.get(cid, 0.0) + (
                     1 - s.hybrid_weight
                 ) * k_scores.get(cid, 0.0)
                 fused[cid] = max(fused.get(cid, 0.0), score)
         report.candidates = len(fused)
-        distances = self._distances(list(fused), qvecs)
+        # distance to the closest query: what the threshold is measured against
+        distances = {cid: 1.0 - float(sims[cid].max()) for cid in fused if cid in sims}
         if distances:
             report.closest_distance = round(min(distances.values()), 4)
         ranked = sorted(fused, key=lambda cid: (-fused[cid], cid))
@@ -140,15 +156,15 @@ class HybridRetriever:
             passages = self._windows(passages)
         return passages, report
 
-    def _distances(self, ids: list[str], qvecs: np.ndarray) -> dict[str, float]:
-        """Cosine distance of each candidate to its closest query (stored vectors)."""
+    def _similarities(self, ids: list[str], qvecs: np.ndarray) -> dict[str, np.ndarray]:
+        """Per candidate, its cosine similarity to each query (one stored-vector fetch)."""
         vectors = self.collection.vectors.vectors_for_ids(ids)
         if not vectors:
             return {}
         keys = list(vectors)
-        matrix = np.array([vectors[k] for k in keys], dtype=np.float32)
-        sims = matrix @ qvecs.T  # both L2-normalised by every embedder we ship
-        return {k: float(1.0 - sims[i].max()) for i, k in enumerate(keys)}
+        matrix = _unit(np.array([vectors[k] for k in keys], dtype=np.float32))
+        sims = matrix @ _unit(qvecs).T
+        return {k: sims[i] for i, k in enumerate(keys)}
 
     def _deduplicate(self, passages: list[Passage], report: RetrievalReport) -> list[Passage]:
         kept: list[tuple[Passage, set[str]]] = []
