@@ -7,6 +7,7 @@ A one-article slice of the real SQuAD 2.0 dev file keeps ingestion short; the fu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from tools import tracing
 from tools.config import load_settings
 
 pytestmark = pytest.mark.slow
+CORPUS = Path(__file__).resolve().parents[2] / "docs_corpus"
 RUN = ["--set", "llm_timeout_s=900", "--set", "tracing=local"]
 
 
@@ -31,8 +33,22 @@ def test_squad_slice_scored_judged_and_traced(tmp_path, capsys):
     squad = tmp_path / "slice.json"
     squad.write_text(json.dumps({"version": "v2.0", "data": data["data"][:1]}))
     report = json.loads(
-        rag(capsys, "eval", "answers", "--squad", squad, "--limit", "2", "--judge",
-            "--data-dir", tmp_path / "data", "--out", tmp_path / "out", "--json", *RUN)
+        rag(
+            capsys,
+            "eval",
+            "answers",
+            "--squad",
+            squad,
+            "--limit",
+            "2",
+            "--judge",
+            "--data-dir",
+            tmp_path / "data",
+            "--out",
+            tmp_path / "out",
+            "--json",
+            *RUN,
+        )
     )
     s = report["summary"]
     assert (s["items"], s["errors"], s["answerable"], s["unanswerable"]) == (2, 0, 1, 1)
@@ -50,10 +66,8 @@ def test_squad_slice_scored_judged_and_traced(tmp_path, capsys):
 
 
 def test_judgment_list_on_docs_corpus(tmp_path, capsys):
-    corpus = SQUAD_DEV.parents[3] / "main" / "docs_corpus"
     data = ["--data-dir", tmp_path / "data"]
-    rag(capsys, "ingest", corpus.parent / "docs_corpus" if corpus.exists() else "docs_corpus",
-        *data)
+    rag(capsys, "ingest", CORPUS, *data)
     path = tmp_path / "judgments.jsonl"
     rag(capsys, "eval", "judgments", "generate", "--out", path, "--limit", "3", *data, *RUN)
     records = [json.loads(line) for line in path.read_text().splitlines()]
