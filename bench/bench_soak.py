@@ -10,9 +10,10 @@ a third are junk: empty, over-long or non-string questions, unknown collections,
 of range, forbidden per-request settings, broken JSON, and hostile text that is a valid
 question (injection strings, control characters, random unicode).
 Reports errors by type, p50/p95 latency, and the server's memory (RSS of its process
-tree) after start-up, after a warm-up question, and at the end. Targets: zero 5xx,
-zero crashes (the server answers /healthz at the end), memory growth after warm-up
-under 10%.
+tree) after start-up, after a warm-up round (one valid question per client, at once:
+the model loads and every worker thread gets its allocator arena), every 20
+requests, and at the end. Targets: zero 5xx, zero crashes (the server answers
+/healthz at the end), memory growth after warm-up under 10%.
 """
 
 from __future__ import annotations
@@ -194,7 +195,13 @@ async def send(client: httpx.AsyncClient, kind: str, body: Any) -> dict[str, Any
     return outcome
 
 
-async def soak(url: str, items: list[tuple[str, Any]], clients: int) -> list[dict[str, Any]]:
+async def soak(
+    url: str,
+    items: list[tuple[str, Any]],
+    clients: int,
+    rss: list[float] | None = None,
+    pid: int = 0,
+) -> list[dict[str, Any]]:
     queue: asyncio.Queue = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
@@ -207,6 +214,8 @@ async def soak(url: str, items: list[tuple[str, Any]], clients: int) -> list[dic
                 results.append(await send(client, kind, body))
                 done = len(results)
                 if done % 20 == 0:
+                    if rss is not None:
+                        rss.append(round(tree_rss_mb(pid), 1))
                     print(f"  {done}/{len(items)} done", file=sys.stderr, flush=True)
 
     await asyncio.gather(*(client_loop() for _ in range(clients)))
@@ -272,12 +281,15 @@ def main() -> None:
         url = f"http://127.0.0.1:{args.port}"
         try:
             memory = {"after_start": round(tree_rss_mb(proc.pid), 1)}
-            warm = asyncio.run(soak(url, [("valid", workload(1)[0][1])], 1))
-            if warm[0]["status"] != 200:
-                raise SystemExit(f"warm-up question failed: {warm}")
+            question = {"assistant_id": "rag", "input": {"question": VALID[0]}}
+            warm = asyncio.run(soak(url, [("valid", question)] * args.clients, args.clients))
+            if any(r["status"] != 200 for r in warm):
+                raise SystemExit(f"warm-up questions failed: {warm}")
             memory["after_warmup"] = round(tree_rss_mb(proc.pid), 1)
             started = time.perf_counter()
-            results = asyncio.run(soak(url, workload(args.questions), args.clients))
+            series: list[float] = []
+            items = workload(args.questions)
+            results = asyncio.run(soak(url, items, args.clients, series, proc.pid))
             wall = time.perf_counter() - started
             memory["end"] = round(tree_rss_mb(proc.pid), 1)
             alive = proc.poll() is None
@@ -290,6 +302,7 @@ def main() -> None:
         "clients": args.clients,
         "wall_s": round(wall, 1),
         "server_alive_and_healthy": healthy,
+        "memory_mb_every_20_requests": series,
     }
     if args.json:
         print(json.dumps(report, indent=2))
