@@ -57,6 +57,13 @@ def test_answerable_question_gets_a_cited_verified_answer(data_dir):
     assert verdict["grounded"] == (not verdict["unsupported"]), verdict
 
 
+def test_typical_question_is_verified_on_the_first_answer(data_dir):
+    out = ask(data_dir, "Which setting controls how long a model call may take?")
+    assert "llm_timeout_s" in out["answer"] and out["citations"], out["answer"]
+    assert out["verdict"]["grounded"] is True, out["verdict"]
+    assert out["attempts"] == 1, out["verdict"]  # no regeneration needed
+
+
 def test_question_the_corpus_cannot_answer_is_abstained(data_dir):
     out = ask(data_dir, "What is the boiling point of mercury in Kelvin?")
     assert out["abstained"] is True, out["answer"]
