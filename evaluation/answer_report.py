@@ -5,10 +5,11 @@ As for retrieval, the JSON report is the record; this renders it for people.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from evaluation.report import clip, write_files
 
 CHART = "answers.png"
 SHOWN = {
@@ -64,25 +65,18 @@ def markdown(report: Mapping[str, Any], chart: str | None = CHART) -> str:
         ]
         for r in sorted(scored, key=lambda r: (r["scores"]["f1"], r["id"]))[:WORST_LISTED]:
             lines.append(
-                f"| {_clip(r['question'])} | {_clip(' / '.join(r['gold']))} | "
-                f"{_clip(r['answer'])} | {r['scores']['f1']:.2f} |"
+                f"| {clip(r['question'])} | {clip(' / '.join(r['gold']))} | "
+                f"{clip(r['answer'])} | {r['scores']['f1']:.2f} |"
             )
     missed = [r for r in report["items"] if r.get("scores", {}).get("correct_abstention") is False]
     if missed:
         lines += ["", "## Answered although unanswerable", ""]
-        lines += [
-            f"- {_clip(r['question'])} -> {_clip(r['answer'])}" for r in missed[:WORST_LISTED]
-        ]
+        lines += [f"- {clip(r['question'])} -> {clip(r['answer'])}" for r in missed[:WORST_LISTED]]
     errors = [r for r in report["items"] if "error" in r]
     if errors:
         lines += ["", "## Errors", ""]
-        lines += [f"- {r['id']}: {_clip(r['error'], 200)}" for r in errors]
+        lines += [f"- {r['id']}: {clip(r['error'], 200)}" for r in errors]
     return "\n".join(lines) + "\n"
-
-
-def _clip(text: str, width: int = 80) -> str:
-    text = " ".join(str(text).split()).replace("|", "\\|")
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def write_chart(report: Mapping[str, Any], path: Path) -> None:
@@ -108,12 +102,7 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
 
 
 def write_outputs(report: Mapping[str, Any], folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "answers.json", folder / "answers.md", folder / CHART]
-    paths[0].write_text(json.dumps(report, indent=2) + "\n")
-    paths[1].write_text(markdown(report))
-    write_chart(report, paths[2])
-    return paths
+    return write_files(report, folder, "answers", markdown, (CHART, write_chart))
 
 
 def _quality(record: Mapping[str, Any]) -> float | None:

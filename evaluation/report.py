@@ -8,7 +8,7 @@ reports made months apart can still be compared (``compare``) without re-running
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ def markdown_report(report: Mapping[str, Any], chart: str | None = CHART) -> str
                 q["id"],
                 _fmt(q["metrics"]["ndcg@10"]),
                 q["results"],
-                _clip(report["queries"].get(q["id"], "")),
+                clip(report["queries"].get(q["id"], "")),
             ]
             for q in worst[:WORST_LISTED]
         ],
@@ -139,14 +139,24 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_outputs(report: Mapping[str, Any], folder: Path) -> list[Path]:
-    """report.json, report.md and the chart, in ``folder``."""
+def write_files(
+    report: Mapping[str, Any],
+    folder: Path,
+    stem: str,
+    render: Callable[[Mapping[str, Any]], str],
+    chart: tuple[str, Callable[[Mapping[str, Any], Path], None]],
+) -> list[Path]:
+    """``stem``.json (the record), ``stem``.md and the chart, in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "report.json", folder / "report.md", folder / CHART]
+    paths = [folder / f"{stem}.json", folder / f"{stem}.md", folder / chart[0]]
     paths[0].write_text(json.dumps(report, indent=2) + "\n")
-    paths[1].write_text(markdown_report(report))
-    write_chart(report, paths[2])
+    paths[1].write_text(render(report))
+    chart[1](report, paths[2])
     return paths
+
+
+def write_outputs(report: Mapping[str, Any], folder: Path) -> list[Path]:
+    return write_files(report, folder, "report", markdown_report, (CHART, write_chart))
 
 
 # --- comparison --------------------------------------------------------------------------------
@@ -240,7 +250,7 @@ def compare_markdown(
                 lines += ["", f"{title}:", ""]
                 lines += _table(
                     ["query", "nDCG@10 change", "text"],
-                    [[q, f"{d:+.3f}", _clip(texts.get(q, ""))] for q, d in items],
+                    [[q, f"{d:+.3f}", clip(texts.get(q, ""))] for q, d in items],
                 )
         lines.append("")
     return "\n".join(lines)
@@ -250,6 +260,7 @@ def _delta(a: float, b: float | None) -> str:
     return "-" if b is None else f"{b - a:+.3f}"
 
 
-def _clip(text: str, width: int = 80) -> str:
+def clip(text: str, width: int = 80) -> str:
+    """One line of at most ``width`` characters, safe inside a Markdown table."""
     text = " ".join(text.split()).replace("|", "/")
     return text if len(text) <= width else text[: width - 3] + "..."
