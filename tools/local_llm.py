@@ -9,6 +9,7 @@ grammar-constrained JSON so structured outputs always parse.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
@@ -62,13 +63,21 @@ def shared_model(path: str, n_ctx: int, n_threads: int) -> _Loaded:
         return _LOADED[key]
 
 
-def release_all() -> None:
-    """Free every loaded model (on server shutdown or between tests)."""
+def release_all(timeout: float = -1) -> None:
+    """Free every loaded model. Registered for interpreter exit, where llama-cpp-python's
+    own finaliser fails noisily; with a ``timeout``, a model still busy is left alone, so
+    exit never hangs."""
     with _REGISTRY_LOCK:
         for loaded in _LOADED.values():
-            with loaded.lock:
-                loaded.llama.close()
+            if loaded.lock.acquire(timeout=timeout):
+                try:
+                    loaded.llama.close()
+                finally:
+                    loaded.lock.release()
         _LOADED.clear()
+
+
+atexit.register(release_all, 1.0)
 
 
 def _to_llama_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
