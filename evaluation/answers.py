@@ -65,12 +65,13 @@ def evaluate_answers(
     app = build_graph(checkpointer=InMemorySaver())  # to read each run's passages back
     judge_model = chat_model(settings, "judge") if judge else None
     run_id = uuid.uuid4().hex[:8]
+    configurable = settings.model_dump(mode="json")  # the same for every item
     records: list[dict[str, Any]] = []
     for n, item in enumerate(items, 1):
         config = config_for(
             thread_id=f"eval-{run_id}-{n}",
             trace_seed=f"eval-{run_id}-{item.id}",
-            **settings.model_dump(mode="json"),
+            **configurable,
         )
         record: dict[str, Any] = {
             "id": item.id,

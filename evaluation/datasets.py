@@ -33,7 +33,8 @@ class Dataset:
     qrels: QrelsMap  # query id -> {doc id: grade}
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) per non-blank line; a bad line fails naming file and line."""
     if not path.is_file():
         raise DatasetError(f"{path}: no such file")
     with path.open(encoding="utf-8") as fh:
@@ -52,7 +53,7 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
 def read_corpus(path: Path) -> Iterator[tuple[str, str, str]]:
     """(id, title, text) per BEIR corpus record; ids must be unique."""
     seen: set[str] = set()
-    for number, record in _jsonl(path):
+    for number, record in read_jsonl(path):
         doc_id = str(record.get("_id", ""))
         if not doc_id:
             raise DatasetError(f"{path}:{number}: record without '_id'")
@@ -65,7 +66,7 @@ def read_corpus(path: Path) -> Iterator[tuple[str, str, str]]:
 def load_queries(path: Path) -> dict[str, str]:
     """BEIR queries.jsonl: ``{"_id": ..., "text": ...}`` per line."""
     queries: dict[str, str] = {}
-    for number, record in _jsonl(path):
+    for number, record in read_jsonl(path):
         query_id, text = str(record.get("_id", "")), record.get("text")
         if not query_id or not isinstance(text, str) or not text.strip():
             raise DatasetError(f"{path}:{number}: a query needs '_id' and a non-empty 'text'")
@@ -157,7 +158,7 @@ def convert_cacm(source: Path, out: Path) -> ConversionReport:
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     documents = 0
     with (out / "corpus.jsonl").open("w", encoding="utf-8") as fh:
-        for number, record in _jsonl(source / "cacm.json"):
+        for number, record in read_jsonl(source / "cacm.json"):
             doc_id, text = record.get("id"), record.get("contents")
             if not doc_id or not isinstance(text, str):
                 raise DatasetError(f"{source / 'cacm.json'}:{number}: needs 'id' and 'contents'")

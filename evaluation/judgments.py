@@ -9,7 +9,6 @@ and left out rather than counted as a miss.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
@@ -22,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
 
-from evaluation.datasets import DatasetError
+from evaluation.datasets import DatasetError, read_jsonl
 from evaluation.metrics import latency_summary
 from graph.prompts import Prompt
 from tools.collection import Collection
@@ -90,17 +89,9 @@ def generate(
 
 def load(path: Path) -> list[dict[str, Any]]:
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            if not (record["question"] and record["chunk_id"]):
-                raise ValueError
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            raise DatasetError(
-                f"{path}:{number}: expected JSON with 'question' and 'chunk_id'"
-            ) from None
+    for number, record in read_jsonl(path):
+        if not (record.get("question") and record.get("chunk_id")):
+            raise DatasetError(f"{path}:{number}: expected JSON with 'question' and 'chunk_id'")
         records.append(record)
     if not records:
         raise DatasetError(f"{path}: no judgments")

@@ -18,7 +18,7 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation.datasets import DatasetError
+from evaluation.datasets import DatasetError, read_jsonl
 
 SQUAD_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2-dev" / "dev-v2.0.json"
 
@@ -87,27 +87,16 @@ def write_corpus(sample: SquadSample, path: Path) -> Path:
 def load_questions(path: Path) -> list[QAItem]:
     """A generic question set: JSONL with ``question`` and optional ``id`` and ``answers``."""
     items: list[QAItem] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: no such file") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            question = record["question"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise DatasetError(
-                f"{path}:{number}: expected a JSON object with a 'question'"
-            ) from None
+    for number, record in read_jsonl(path):
+        if not record.get("question"):
+            raise DatasetError(f"{path}:{number}: expected a JSON object with a 'question'")
         answers = record.get("answers")
         if answers is not None and not isinstance(answers, list):
             raise DatasetError(f"{path}:{number}: 'answers' must be a list of strings")
         items.append(
             QAItem(
                 str(record.get("id", number)),
-                str(question),
+                str(record["question"]),
                 tuple(str(a) for a in answers or ()),
                 None if answers is None else bool(answers),
             )
