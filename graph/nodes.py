@@ -25,7 +25,7 @@ from tools.errors import ModelError
 from tools.grounding import cited_numbers, missing_facts, statements, strip_markers
 from tools.rerank import make_reranker, rerank
 from tools.resilient import invoke_text
-from tools.retrieval import HybridRetriever, Passage
+from tools.retrieval import HybridRetriever, Passage, cut
 from tools.sanitize import PASSAGE_CLOSE, PASSAGE_OPEN, neutralise, one_line
 from tools.structured import invoke_structured
 
@@ -153,6 +153,7 @@ def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
         return {"passages": [], **failure(exc, "retrieve")}
     keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)
     kept = passages[:keep]
+    beyond = [cut(p, "top_k", f"ranked below the top {keep}") for p in passages[keep:]]
     info = {
         "collection": settings.collection,
         "candidates": report.candidates,
@@ -162,7 +163,7 @@ def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
         "closest_distance": report.closest_distance,
         "kept": len(kept),
         "strategy": settings.retrieval_strategy,
-        "dropped": report.dropped[:MAX_DROPPED_LISTED],
+        "dropped": _best_cut(report.dropped + beyond),
     }
     update: dict[str, Any] = {"passages": [asdict(p) for p in kept], "retrieval": info}
     if not kept:
@@ -177,19 +178,31 @@ def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
     return update
 
 
+def _best_cut(dropped: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The highest-scoring cut candidates: those a user tuning settings wants to see."""
+    return sorted(dropped, key=lambda d: -d["score"])[:MAX_DROPPED_LISTED]
+
+
 @timed("rerank")
 def rerank_passages(state: State, config: RunnableConfig) -> dict[str, Any]:
     settings = settings_for(config, state)
     reranker = make_reranker(settings, llm(settings, "query"))
     passages = [Passage(**p) for p in state["passages"]]
     keep = settings.rerank_keep or settings.k
+    info = dict(state.get("retrieval") or {})
     try:
         kept = rerank(reranker, state["queries"][0], passages, keep, config)
+        stage, reason = "rerank", f"reranked below the top {keep}"
     except ModelError as exc:  # reranking only reorders: fall back to retrieval order
-        fault = {"type": exc.kind, "message": str(exc)}
-        info = {**state.get("retrieval", {}), "rerank_error": fault}
-        return {"passages": [asdict(p) for p in passages[:keep]], "retrieval": info}
-    return {"passages": [asdict(p) for p in kept]}
+        info["rerank_error"] = {"type": exc.kind, "message": str(exc)}
+        kept = passages[:keep]
+        stage, reason = "top_k", f"ranked below the top {keep} (reranker failed)"
+    chosen = {id(p) for p in kept}
+    info["dropped"] = _best_cut(
+        [cut(p, stage, reason) for p in passages if id(p) not in chosen]
+        + list(info.get("dropped") or [])
+    )
+    return {"passages": [asdict(p) for p in kept], "retrieval": info}
 
 
 def context_message(passages: list[dict[str, Any]]) -> SystemMessage:

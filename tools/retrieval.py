@@ -79,7 +79,24 @@ class RetrievalReport:
     duplicates: int = 0
     threshold: float = 0.0
     closest_distance: float | None = None
-    dropped: list[dict] = field(default_factory=list)  # [{chunk_id, source, reason}]
+    # candidates cut before generation, as ``cut`` makes them: which chunk, where, its
+    # scores, the stage that cut it (threshold, duplicate; the graph adds top_k, rerank)
+    # and why, so a user tuning settings sees what nearly made it
+    dropped: list[dict] = field(default_factory=list)
+
+
+def cut(passage: Passage, stage: str, reason: str) -> dict:
+    """One entry of ``RetrievalReport.dropped``: a candidate that will not reach the generator."""
+    return {
+        "chunk_id": passage.chunk_ids[0],
+        "source": passage.source,
+        "location": passage.location(),
+        "stage": stage,
+        "reason": reason,
+        "score": round(passage.score, 4),
+        "distance": round(passage.distance, 4),
+        "snippet": passage.text[:200],
+    }
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -140,17 +157,13 @@ class HybridRetriever:
         passages = []
         for cid in ranked:
             dist = distances.get(cid, 2.0)
+            passage = Passage.from_chunk(chunks[cid], fused[cid], dist)
             if dist > s.distance_threshold:
                 report.over_threshold += 1
-                report.dropped.append(
-                    {
-                        "chunk_id": cid,
-                        "source": chunks[cid].source,
-                        "reason": f"distance {dist:.3f} > threshold {s.distance_threshold}",
-                    }
-                )
+                reason = f"distance {dist:.3f} > threshold {s.distance_threshold}"
+                report.dropped.append(cut(passage, "threshold", reason))
                 continue
-            passages.append(Passage.from_chunk(chunks[cid], fused[cid], dist))
+            passages.append(passage)
         passages = self._deduplicate(passages, report)
         if s.retrieval_strategy == "window":
             passages = self._windows(passages)
@@ -182,11 +195,7 @@ class HybridRetriever:
             if twin is not None:
                 report.duplicates += 1
                 report.dropped.append(
-                    {
-                        "chunk_id": passage.chunk_ids[0],
-                        "source": passage.source,
-                        "reason": f"duplicate of {twin.chunk_ids[0]}",
-                    }
+                    cut(passage, "duplicate", f"duplicate of {twin.chunk_ids[0]}")
                 )
                 continue
             kept.append((passage, tokens))
