@@ -17,8 +17,10 @@ demo: setup
 
 # Fast suite first (no model loads), then the tests that load the real local models.
 # pytest exits 5 when it collects nothing; make treats that as a failure.
+# The `rag ui` browser test drives Debian's chromium: installed once by install_browser.sh.
 test: setup
 	$(VENV)/ruff check .
+	@scripts/install_browser.sh
 	$(VENV)/pytest -q
 	$(VENV)/pytest -q -m slow
 
