@@ -54,11 +54,22 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rag_cli import ask_cmd, doctor, eval_cmd, ingest_cmd, serve_cmd, setup, trace_cmd
+    from rag_cli import (
+        ask_cmd,
+        doctor,
+        eval_cmd,
+        flags_cmd,
+        ingest_cmd,
+        serve_cmd,
+        setup,
+        trace_cmd,
+        ui_cmd,
+    )
 
     parser = argparse.ArgumentParser(prog="rag", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (setup, doctor, ingest_cmd, ask_cmd, serve_cmd, trace_cmd, eval_cmd):
+    commands = (setup, doctor, ingest_cmd, ask_cmd, serve_cmd, ui_cmd, flags_cmd, trace_cmd)
+    for module in (*commands, eval_cmd):
         registered = module.register(sub)
         for command_parser in registered if isinstance(registered, list) else [registered]:
             _add_common(command_parser)

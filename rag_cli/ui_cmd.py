@@ -1,0 +1,49 @@
+"""``rag ui``: the local chat page (rag_ui), served by uvicorn on this command's settings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rag_cli.serve_cmd import is_loopback
+from tools.collection import Collection, list_collections
+from tools.config import Settings
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser("ui", help="a local chat page: answers, sources, prompt, flagging")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8124)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def exposure_problem(host: str, settings: Settings) -> str | None:
+    """The page has no login, so unlike `rag serve` an api_key cannot open it to others:
+    only an explicit allow_remote lets it bind a non-loopback address."""
+    if is_loopback(host) or settings.allow_remote:
+        return None
+    return (
+        f"refusing to serve the chat page on {host}: it has no login and answers anyone who "
+        "can reach it; set RAG_ALLOW_REMOTE=true to serve it open"
+    )
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from rag_ui.app import create_app
+
+    problem = exposure_problem(args.host, settings)
+    if problem:
+        print(f"rag ui: error: {problem}", file=sys.stderr)
+        return 2
+    for name in list_collections(settings):  # a damaged one fails here, with its repair
+        Collection(settings, name).close()
+    print(
+        f"chat page at http://{args.host}:{args.port}/ (data in {settings.data_dir.resolve()}, "
+        f"flags in {settings.data_dir.resolve() / 'flags.sqlite'}); Ctrl-C stops",
+        flush=True,
+    )
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
+    return 0

@@ -1,0 +1,89 @@
+"""One question and everything behind its answer, as the page shows it and a flag stores it.
+
+The prompt is recorded from the generator's actual model call (a callback), not
+rebuilt from templates, so a regenerated answer's prompt includes the verifier's
+feedback exactly as the model received it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage
+
+from tools.retrieval import Passage
+
+GENERATOR_NODE = "generate_answer"
+
+
+class PromptRecorder(BaseCallbackHandler):
+    """Keeps the messages of every call the answer generator receives in one run."""
+
+    def __init__(self) -> None:
+        self.prompts: list[list[dict[str, str]]] = []
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if (metadata or {}).get("langgraph_node") == GENERATOR_NODE:
+            self.prompts.append([as_turn(m) for m in messages[0]])
+
+
+def as_turn(message: BaseMessage) -> dict[str, str]:
+    return {"role": message.type, "content": message.text}
+
+
+def passage_view(n: int, passage: dict[str, Any]) -> dict[str, Any]:
+    """A passage given to the generator, numbered as its citations are."""
+    return {
+        "n": n,
+        "source": passage["source"],
+        "location": Passage(**passage).location(),
+        "page": passage.get("page"),
+        "start_line": passage.get("start_line"),
+        "end_line": passage.get("end_line"),
+        "heading": passage.get("heading") or "",
+        "score": round(passage["score"], 4),
+        "distance": round(passage["distance"], 4),
+        "text": passage["text"],
+    }
+
+
+def build_exchange(
+    exchange_id: str,
+    question: str,
+    history: list[BaseMessage],
+    state: dict[str, Any],
+    recorder: PromptRecorder,
+    settings_used: dict[str, Any],
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """The whole exchange as plain JSON data, from the thread's state after the run."""
+    retrieval = dict(state.get("retrieval") or {})
+    return {
+        "id": exchange_id,
+        "question": question,
+        "history": [as_turn(m) for m in history if m.type in ("human", "ai")],
+        "queries": state.get("queries") or [],
+        "answer": state.get("answer", ""),
+        "abstained": bool(state.get("abstained")),
+        "error": state.get("error"),
+        "verdict": state.get("verdict") or {},
+        "citations": state.get("citations") or [],
+        "references": state.get("references") or [],
+        "passages": [passage_view(n, p) for n, p in enumerate(state.get("passages") or [], 1)],
+        "dropped": retrieval.pop("dropped", []),
+        "retrieval": retrieval,
+        "prompt": recorder.prompts[-1] if recorder.prompts else [],
+        "attempts": len(recorder.prompts),
+        "timings": {**(state.get("timings") or {}), **timings},
+        "trace_id": state.get("trace_id"),
+        "settings": settings_used,
+        "prompt_versions": state.get("prompts") or {},
+    }

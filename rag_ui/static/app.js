@@ -1,0 +1,336 @@
+// rag ui: the chat page. Plain browser JavaScript, no build step, no third-party code.
+// Every text from the server (answers, passages, prompts) is inserted as text, never as
+// HTML: documents are not trusted markup.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let session = null;
+let options = null;
+let busy = false;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  node.append(...children.filter((c) => c !== undefined && c !== null));
+  return node;
+}
+
+const fmt = (x) => (typeof x === "number" ? x.toFixed(3) : String(x ?? "–"));
+
+async function postJson(path, body) {
+  return fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+async function detail(response) {
+  try {
+    return (await response.json()).detail || response.statusText;
+  } catch {
+    return `${response.status} ${response.statusText}`;
+  }
+}
+
+// --- set-up --------------------------------------------------------------------------
+async function init() {
+  options = await (await fetch("/api/options")).json();
+  const collection = $("collection");
+  for (const name of options.collections) collection.append(el("option", { value: name }, name));
+  collection.value = options.collection;
+  $("k").value = options.k;
+  $("k").max = options.k_max;
+  $("k").title = `passages given to the generator (1-${options.k_max})`;
+  for (const name of options.rerankers) $("rerank").append(el("option", { value: name }, name));
+  $("rerank").value = options.rerank;
+  $("question").maxLength = options.max_question_chars;
+  const m = options.models;
+  $("models").textContent =
+    `generator ${m.generator} · verifier ${m.verifier} · query ${m.query} · tracing ${options.tracing}`;
+  if (!options.collections.length) {
+    notice("No collection yet: ingest documents first with `rag ingest PATH`, then reload.");
+  }
+  await newConversation();
+  $("ask-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    ask();
+  });
+  $("question").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      ask();
+    }
+  });
+  $("new-conversation").addEventListener("click", newConversation);
+  $("viewer-close").addEventListener("click", () => ($("viewer").hidden = true));
+}
+
+function notice(text) {
+  $("notice").textContent = text;
+  $("notice").hidden = !text;
+}
+
+async function newConversation() {
+  const response = await fetch("/api/sessions", { method: "POST" });
+  session = (await response.json()).session;
+  $("turns").replaceChildren();
+  $("viewer").hidden = true;
+}
+
+// --- asking ---------------------------------------------------------------------------
+async function* events(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message";
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      yield { name, data: JSON.parse(data) };
+    }
+  }
+}
+
+async function ask() {
+  const question = $("question").value.trim();
+  if (!question || busy) return;
+  busy = true;
+  $("ask").disabled = true;
+  const turn = newTurn(question);
+  try {
+    const response = await postJson("/api/ask", {
+      session,
+      question,
+      collection: $("collection").value || null,
+      k: Number($("k").value) || null,
+      rerank: $("rerank").value || null,
+    });
+    if (!response.ok) {
+      turn.fail(await detail(response));
+      return;
+    }
+    $("question").value = "";
+    for await (const event of events(response)) turn.on(event);
+  } catch (err) {
+    turn.fail(String(err));
+  } finally {
+    busy = false;
+    $("ask").disabled = false;
+    $("question").focus();
+  }
+}
+
+function newTurn(question) {
+  const answer = el("div", { class: "answer streaming", "data-testid": "answer" });
+  const steps = el("div", { class: "steps", "data-testid": "steps" });
+  const box = el("div", { class: "turn", "data-testid": "turn" },
+    el("div", { class: "question" }, question), steps, answer);
+  $("turns").append(box);
+  box.scrollIntoView({ block: "end" });
+  let text = "";
+  let call = null;
+  return {
+    fail(message) {
+      answer.classList.remove("streaming");
+      box.append(el("div", { class: "error", "data-testid": "error" }, message));
+    },
+    on({ name, data }) {
+      if (name === "step") {
+        const seconds = data.seconds == null ? "" : ` ${data.seconds.toFixed(2)}s`;
+        steps.append(el("span", { class: "step" }, `${data.node}${seconds}`));
+      } else if (name === "token") {
+        if (call !== null && data.call !== call) text = ""; // a regenerated answer restarts
+        call = data.call;
+        text += data.text;
+        answer.textContent = text;
+      } else if (name === "answer") {
+        answer.classList.remove("streaming");
+        answer.setAttribute("data-done", "true");
+        showExchange(box, answer, data);
+      } else if (name === "error") {
+        this.fail(data.message);
+      }
+    },
+  };
+}
+
+// --- an answered exchange ---------------------------------------------------------------
+function showExchange(box, answer, ex) {
+  answer.replaceChildren();
+  renderAnswer(answer, ex.answer, ex.passages, ex.verdict.unsupported || []);
+  box.append(verdictLine(ex));
+  if (ex.references.length) {
+    box.append(el("div", { class: "muted" }, ex.references.join("  ·  ")));
+  }
+  box.append(
+    panel("Queries", "panel-queries", queriesPanel(ex)),
+    panel(`Passages (${ex.passages.length} used, ${ex.dropped.length} cut)`, "panel-passages",
+      passagesPanel(ex)),
+    panel(`Prompt${ex.attempts > 1 ? ` (attempt ${ex.attempts})` : ""}`, "panel-prompt",
+      promptPanel(ex)),
+    panel("Timings", "panel-timings", timingsPanel(ex)),
+    flagBox(ex),
+  );
+}
+
+function renderAnswer(container, text, passages, unsupported) {
+  const ranges = [];
+  for (const statement of unsupported) {
+    const at = text.indexOf(statement);
+    if (at >= 0) ranges.push([at, at + statement.length]);
+  }
+  ranges.sort((a, b) => a[0] - b[0]);
+  let pos = 0;
+  for (const [start, end] of ranges) {
+    if (start < pos) continue;
+    appendCited(container, text.slice(pos, start), passages);
+    const mark = el("mark", { class: "unsupported", title: "not supported by the passages" });
+    appendCited(mark, text.slice(start, end), passages);
+    container.append(mark);
+    pos = end;
+  }
+  appendCited(container, text.slice(pos), passages);
+}
+
+function appendCited(host, text, passages) {
+  text.split(/\[(\d{1,3})\]/).forEach((part, i) => {
+    if (i % 2 === 0) {
+      if (part) host.append(part);
+      return;
+    }
+    const passage = passages[Number(part) - 1];
+    if (!passage) {
+      host.append(`[${part}]`);
+      return;
+    }
+    host.append(passageLink(passage));
+  });
+}
+
+function passageLink(passage) {
+  const link = el("a", { href: "#", class: "cite", "data-n": passage.n, title: passage.location },
+    `[${passage.n}]`);
+  link.addEventListener("click", (e) => {
+    e.preventDefault();
+    showPassage(passage);
+  });
+  return link;
+}
+
+function showPassage(p) {
+  $("viewer-title").textContent = `[${p.n}] ${p.location}`;
+  $("viewer-meta").textContent =
+    `${p.heading ? `${p.heading} · ` : ""}score ${fmt(p.score)} · distance ${fmt(p.distance)}`;
+  $("viewer-text").textContent = p.text;
+  $("viewer").hidden = false;
+}
+
+function verdictLine(ex) {
+  const v = ex.verdict || {};
+  const line = el("div", { class: "verdict", "data-testid": "verdict" });
+  if (ex.abstained) line.append(el("span", { class: "badge neutral" }, "abstained"));
+  if (v.grounded === true) {
+    line.append(el("span", { class: "badge ok" }, "grounded"), `score ${fmt(v.score)}`);
+  } else if (v.score !== undefined) {
+    line.append(el("span", { class: "badge bad" }, "not verified"), `score ${fmt(v.score)}`);
+    if (v.error) line.append(el("div", { class: "error" }, v.error));
+    if ((v.unsupported || []).length) {
+      line.append(el("div", {}, "Unsupported statements (highlighted):"),
+        el("ul", {}, ...v.unsupported.map((s) => el("li", {}, s))));
+    }
+  } else if (!ex.abstained) {
+    line.append(el("span", { class: "badge neutral" }, "not checked"));
+  }
+  if (ex.error) {
+    line.append(el("div", { class: "error" },
+      `${ex.error.type} in ${ex.error.stage}: ${ex.error.message}`));
+  }
+  return line;
+}
+
+function panel(title, testid, body) {
+  return el("details", { "data-testid": testid }, el("summary", {}, title), body);
+}
+
+function queriesPanel(ex) {
+  const list = el("ol", {}, ...ex.queries.map((q) => el("li", {}, q)));
+  const rephrased = ex.queries[0] && ex.queries[0] !== ex.question;
+  return el("div", {}, rephrased ? el("div", { class: "muted" },
+    "The first query is the question rephrased from the conversation.") : null, list);
+}
+
+function passagesPanel(ex) {
+  const r = ex.retrieval || {};
+  const summary = el("div", { class: "muted" },
+    `collection ${r.collection} · ${r.candidates ?? 0} candidates · ${r.over_threshold ?? 0} ` +
+    `beyond the distance threshold ${r.threshold} · ${r.duplicates ?? 0} duplicates · ` +
+    `${ex.passages.length} given to the generator`);
+  const rows = [
+    ...ex.passages.map((p) => el("tr", { class: "used" },
+      el("td", {}, passageLink(p)), el("td", {}, p.location), el("td", {}, fmt(p.score)),
+      el("td", {}, fmt(p.distance)), el("td", {}, "used"), el("td", {}, p.text.slice(0, 200)))),
+    ...ex.dropped.map((d) => el("tr", { class: "cut" },
+      el("td", {}, "–"), el("td", {}, d.location), el("td", {}, fmt(d.score)),
+      el("td", {}, fmt(d.distance)), el("td", {}, `cut (${d.stage}): ${d.reason}`),
+      el("td", {}, d.snippet))),
+  ];
+  const head = el("tr", {}, ...["#", "source", "score", "distance", "status", "text"]
+    .map((h) => el("th", {}, h)));
+  return el("div", {}, summary, el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+
+function promptPanel(ex) {
+  if (!ex.prompt.length) return el("div", { class: "muted" }, "No prompt: nothing was generated.");
+  return el("div", { "data-testid": "prompt" }, ...ex.prompt.map((m) =>
+    el("div", { class: "prompt-turn" }, el("strong", {}, m.role), el("pre", {}, m.content))));
+}
+
+function timingsPanel(ex) {
+  const rows = Object.entries(ex.timings).map(([name, s]) =>
+    el("tr", {}, el("td", {}, name), el("td", {}, `${fmt(s)} s`)));
+  const trace = ex.trace_id ? el("div", { class: "muted" }, `trace ${ex.trace_id}`) : null;
+  return el("div", {}, el("table", {}, el("tbody", {}, ...rows)), trace);
+}
+
+function flagBox(ex) {
+  const status = el("span", { class: "muted", "data-testid": "flag-status" });
+  const comment = el("textarea", { rows: 2, maxlength: options.max_comment_chars,
+    placeholder: "What is wrong with this answer?", "data-testid": "flag-comment" });
+  const send = el("button", { type: "button", "data-testid": "flag-send" }, "Send flag");
+  const form = el("div", { hidden: "" }, comment, send);
+  const open = el("button", { type: "button", "data-testid": "flag-button" }, "Flag this answer");
+  open.addEventListener("click", () => {
+    form.hidden = false;
+    open.hidden = true;
+    comment.focus();
+  });
+  send.addEventListener("click", async () => {
+    send.disabled = true;
+    const response = await postJson("/api/flag",
+      { session, exchange: ex.id, comment: comment.value });
+    if (response.ok) {
+      const flag = await response.json();
+      form.hidden = true;
+      status.textContent = `Flagged (#${flag.id})${flag.trace_scored ? ", score sent to the trace" : ""}.`;
+    } else {
+      send.disabled = false;
+      status.textContent = `Not flagged: ${await detail(response)}`;
+    }
+  });
+  return el("div", { class: "flag" }, open, form, status);
+}
+
+init().catch((err) => notice(`The page could not start: ${err}`));
