@@ -175,6 +175,7 @@ class ChatApp:
         config["callbacks"] = [*(config.get("callbacks") or []), recorder]
         history = (await self.graph.aget_state(config)).values.get("messages") or []
         started, first_token = time.perf_counter(), None
+        spent: dict[str, float] = {}  # the state's timings add up a node's repeated runs
         yield _event("start", {"question": question, "settings": used})
         try:
             async for mode, chunk in self.graph.astream(
@@ -182,7 +183,9 @@ class ChatApp:
             ):
                 if mode == "updates":
                     for node, update in chunk.items():
-                        seconds = ((update or {}).get("timings") or {}).get(node)
+                        total = ((update or {}).get("timings") or {}).get(node)
+                        seconds = None if total is None else round(total - spent.get(node, 0), 4)
+                        spent[node] = total or 0.0
                         yield _event("step", {"node": node, "seconds": seconds})
                     continue
                 message, meta = chunk

@@ -142,6 +142,7 @@ function newTurn(question) {
   box.scrollIntoView({ block: "end" });
   let text = "";
   let call = null;
+  let tokens = 0; // shown as data-tokens: how many pieces arrived before the whole answer
   return {
     fail(message) {
       answer.classList.remove("streaming");
@@ -156,6 +157,7 @@ function newTurn(question) {
         call = data.call;
         text += data.text;
         answer.textContent = text;
+        answer.setAttribute("data-tokens", ++tokens);
       } else if (name === "answer") {
         answer.classList.remove("streaming");
         answer.setAttribute("data-done", "true");

@@ -84,6 +84,8 @@ def test_prompt_of_a_regenerated_answer_carries_the_feedback(client, models):
     assert "Install with pip" in ex["prompt"][1]["content"]  # the rejected statement, as sent
     calls = {data["call"] for name, data in result["events"] if name == "token"}
     assert len(calls) == 2  # the page restarts the streamed text on a new generator call
+    runs = [d["seconds"] for name, d in result["events"] if d.get("node") == "generate_answer"]
+    assert len(runs) == 2 and sum(runs) == pytest.approx(ex["timings"]["generate_answer"], abs=1e-3)
 
 
 def test_follow_up_is_rephrased_within_a_session_only(client, models):

@@ -1,0 +1,181 @@
+"""`rag ui` in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+The test starts `rag ui` on a free port over a temporary data directory holding the
+ingested docs_corpus, with SmolLM2-135M as every chat model (fast; this tests the page,
+not answer quality). It asks a question, waits for the streamed answer, opens a
+citation and the prompt panel, flags the answer, then reads the flag back with
+`rag flags list --json`. A screenshot of the answered page goes to $RAG_TEST_ARTIFACTS
+(default tests/artifacts/). The browser is the system one (scripts/install_browser.sh);
+`playwright install` is never run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.net import free_port
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+RAG = str(Path(sys.executable).parent / "rag")
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# SmolLM2-135M cites a passage for some questions and not others; the first one does
+# today. The later ones are only asked if an answer came back without a citation.
+QUESTIONS = (
+    "How do I switch the answer generator to an OpenAI-compatible server?",
+    "What does rag doctor do?",
+    "How do I ingest a folder of documents?",
+)
+COMMENT = "cites the wrong page (browser test)"
+ANSWER_TIMEOUT_MS = 240_000
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    data = tmp_path_factory.mktemp("ui-data")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
+    env.update(
+        RAG_DATA_DIR=str(data),
+        RAG_GENERATOR_MODEL="local:smollm2",
+        RAG_QUERY_MODEL="local:smollm2",
+        RAG_VERIFIER_MODEL="local:smollm2",
+        RAG_LLM_MAX_TOKENS="96",
+        RAG_LLM_THREADS="1",
+        RAG_TRACING="local",
+    )
+    subprocess.run(
+        [RAG, "ingest", str(REPO / "docs_corpus"), "--json"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [RAG, "ui", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/api/options", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"rag ui did not start:\n{proc.stdout.read()}")
+        time.sleep(0.5)
+    yield {"url": url, "env": env, "data": data}
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/install_browser.sh (make test does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def artifacts() -> Path:
+    folder = Path(os.environ.get("RAG_TEST_ARTIFACTS") or REPO / "tests" / "artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def ask_until_cited(page) -> tuple[str, object]:
+    """Ask the questions in turn until an answer has a citation; return it and its turn."""
+    for number, question in enumerate(QUESTIONS, 1):
+        page.get_by_test_id("question").fill(question)
+        page.get_by_test_id("ask").click()
+        turn = page.get_by_test_id("turn").nth(number - 1)
+        answer = turn.get_by_test_id("answer")
+        answer.and_(page.locator("[data-done=true]")).wait_for(timeout=ANSWER_TIMEOUT_MS)
+        assert int(answer.get_attribute("data-tokens") or 0) >= 3, "the answer did not stream"
+        if answer.locator("a.cite").count():
+            return question, turn
+    pytest.fail(f"no answer cited a passage: {QUESTIONS}")
+
+
+def test_ask_open_citation_and_prompt_then_flag(ui, browser):
+    started = time.monotonic()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(ui["url"])
+    question, turn = ask_until_cited(page)
+
+    citation = turn.get_by_test_id("answer").locator("a.cite").first
+    citation.click()
+    viewer = page.get_by_test_id("passage-viewer")
+    assert viewer.is_visible()
+    title = page.locator("#viewer-title").inner_text()
+    assert title.startswith(f"[{citation.get_attribute('data-n')}] docs_corpus/")
+    assert "lines" in title
+    assert len(page.get_by_test_id("passage-text").inner_text()) > 50
+
+    turn.get_by_test_id("panel-prompt").locator("summary").click()
+    prompt = turn.get_by_test_id("prompt")
+    assert prompt.is_visible()
+    assert "PASSAGES:" in prompt.inner_text() and question in prompt.inner_text()
+    verdict = turn.get_by_test_id("verdict").inner_text()
+    assert "grounded" in verdict or "not verified" in verdict
+
+    shot = artifacts() / "ui-answered.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    answer_text = turn.get_by_test_id("answer").inner_text()
+    turn.get_by_test_id("flag-button").click()
+    turn.get_by_test_id("flag-comment").fill(COMMENT)
+    turn.get_by_test_id("flag-send").click()
+    status = turn.get_by_test_id("flag-status")
+    page.wait_for_function(
+        "el => el.textContent.startsWith('Flagged')", arg=status.element_handle(), timeout=10_000
+    )
+    assert "score sent to the trace" in status.inner_text()  # tracing=local here
+    print(f"\nbrowser scenario: {time.monotonic() - started:.1f}s", file=sys.stderr)
+
+    listing = subprocess.run(
+        [RAG, "flags", "list", "--json"], env=ui["env"], capture_output=True, text=True
+    )
+    assert listing.returncode == 0, listing.stderr
+    (flag,) = json.loads(listing.stdout)
+    ex = flag["exchange"]
+    assert flag["comment"] == COMMENT and flag["question"] == question
+    assert ex["answer"] == answer_text.strip()
+    assert ex["passages"] and all(p["text"] and p["location"] for p in ex["passages"])
+    assert question in ex["prompt"][-1]["content"]
+    assert flag["trace_id"] == ex["trace_id"] and ex["verdict"]
+    scores = (ui["data"] / "traces" / "scores.jsonl").read_text().splitlines()
+    assert any(json.loads(s)["name"] == "user_flag" for s in scores)
+
+    foreign = [url for url in requested if not url.startswith(ui["url"] + "/")]
+    assert not foreign, f"the page fetched from other hosts: {foreign}"
