@@ -147,6 +147,8 @@ class ChatApp:
             raise BadRequest(422, problem.replace("'input.", "'"))
         if session.busy:
             raise BadRequest(409, "this conversation is still answering the previous question")
+        valid = Settings(**{**self.settings.model_dump(), **toggles})  # "3" -> 3, as validated
+        toggles = {key: getattr(valid, key) for key in toggles}
         return StreamingResponse(
             self._answer(session, question.strip(), toggles),
             media_type="text/event-stream",

@@ -68,13 +68,11 @@ def ui(tmp_path_factory):
         capture_output=True,
     )
     port = free_port()
-    proc = subprocess.Popen(
-        [RAG, "ui", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    log = data / "ui.log"  # a file, not a pipe nobody drains: the server never blocks on it
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [RAG, "ui", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -85,7 +83,7 @@ def ui(tmp_path_factory):
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"rag ui did not start:\n{proc.stdout.read()}")
+            pytest.fail(f"rag ui did not start:\n{log.read_text()}")
         time.sleep(0.5)
     yield {"url": url, "env": env, "data": data}
     proc.terminate()
@@ -133,13 +131,14 @@ def test_ask_open_citation_and_prompt_then_flag(ui, browser):
     question, turn = ask_until_cited(page)
 
     citation = turn.get_by_test_id("answer").locator("a.cite").first
+    cited = int(citation.get_attribute("data-n"))
     citation.click()
     viewer = page.get_by_test_id("passage-viewer")
     assert viewer.is_visible()
     title = page.locator("#viewer-title").inner_text()
-    assert title.startswith(f"[{citation.get_attribute('data-n')}] docs_corpus/")
-    assert "lines" in title
-    assert len(page.get_by_test_id("passage-text").inner_text()) > 50
+    assert title.startswith(f"[{cited}] docs_corpus/") and "lines" in title
+    shown = page.get_by_test_id("passage-text").inner_text()
+    assert len(shown) > 50
 
     turn.get_by_test_id("panel-prompt").locator("summary").click()
     prompt = turn.get_by_test_id("prompt")
@@ -172,6 +171,7 @@ def test_ask_open_citation_and_prompt_then_flag(ui, browser):
     assert flag["comment"] == COMMENT and flag["question"] == question
     assert ex["answer"] == answer_text.strip()
     assert ex["passages"] and all(p["text"] and p["location"] for p in ex["passages"])
+    assert shown.split() == ex["passages"][cited - 1]["text"].split()  # the cited passage
     assert question in ex["prompt"][-1]["content"]
     assert flag["trace_id"] == ex["trace_id"] and ex["verdict"]
     scores = (ui["data"] / "traces" / "scores.jsonl").read_text().splitlines()

@@ -70,8 +70,8 @@ def test_answer_streams_steps_tokens_then_the_whole_exchange(client, models):
 
 
 def test_toggles_reach_the_graph_and_cuts_are_listed(client):
-    ex = ask(client, new_session(client), k=1)["exchange"]
-    assert len(ex["passages"]) == 1 and ex["settings"]["k"] == 1
+    ex = ask(client, new_session(client), k="1")["exchange"]
+    assert len(ex["passages"]) == 1 and ex["settings"]["k"] == 1  # validated, then typed
     assert any(d["stage"] == "top_k" for d in ex["dropped"])
 
 
