@@ -259,6 +259,9 @@ def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
     context = "\n".join(p["text"] for p in state["passages"])
     numbered = "\n".join(f"{i}. {s}" for i, s in enumerate(claims, 1))
     verdict: dict[str, Any] = {"checked_by": settings.verifier_model, "statements": len(claims)}
+    if not claims:  # e.g. "[1] [2]": nothing to check, and nothing worth returning as is
+        verdict.update(grounded=False, score=0.0, unsupported=[], missing={})
+        return {"verdict": verdict, "feedback": [prompts.NO_STATEMENT]}
     try:
         judged = invoke_structured(
             llm(settings, "verifier"),

@@ -98,6 +98,8 @@ VERIFY = Prompt(
 )
 
 NOT_FOUND = "NOT_IN_DOCUMENTS"
+# regeneration feedback for an answer made only of citation markers (small models do this)
+NO_STATEMENT = "(the answer had no sentence, only citation markers: write the answer in words)"
 
 ABSTAIN_NO_CONTEXT = (
     "The documents do not say: no passage close enough to the question was found{detail}."

@@ -41,7 +41,8 @@ def statements(answer: str) -> list[str]:
         parts.append(answer[last : match.end()].strip())
         last = match.end()
     parts.append(answer[last:].strip())
-    return [p for p in parts if _MARKER.sub("", p).strip(" .-*")]
+    # a part must say something: "[1]\n[2]" or " - ." is markup, not a statement
+    return [p for p in parts if re.search(r"\w", _MARKER.sub("", p))]
 
 
 def _normalise(text: str) -> str:

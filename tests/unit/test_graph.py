@@ -193,3 +193,15 @@ def test_short_answer_style_uses_its_own_prompt_and_the_verifier_sees_the_questi
     assert out["answer"] == "make demo [1]" and out["verdict"]["grounded"] is True
     assert "shortest exact phrase" in models.chats["generator"].calls[0][-1].text
     assert "Question: How do I install the service?" in models.chats["verifier"].calls[0][-1].text
+
+
+def test_answer_of_citation_markers_only_is_regenerated_without_a_verifier_call(
+    corpus_env, models
+):
+    models.answer = ["[1]\n[2]", "Run make demo to install the service [1]."]
+    out = ask("How do I install the service?", {"max_regenerations": 1})
+    assert len(models.chats["generator"].calls) == 2
+    assert prompts.NO_STATEMENT in models.chats["generator"].calls[1][-1].text
+    assert len(models.chats["verifier"].calls) == 1  # only the second answer had statements
+    assert out["verdict"]["grounded"] is True
+    assert out["answer"] == "Run make demo to install the service [1]."
