@@ -195,9 +195,7 @@ def test_short_answer_style_uses_its_own_prompt_and_the_verifier_sees_the_questi
     assert "Question: How do I install the service?" in models.chats["verifier"].calls[0][-1].text
 
 
-def test_answer_of_citation_markers_only_is_regenerated_without_a_verifier_call(
-    corpus_env, models
-):
+def test_citation_markers_alone_are_regenerated_unverified(corpus_env, models):
     models.answer = ["[1]\n[2]", "Run make demo to install the service [1]."]
     out = ask("How do I install the service?", {"max_regenerations": 1})
     assert len(models.chats["generator"].calls) == 2
