@@ -21,6 +21,8 @@ from graph.configuration import settings_for
 from graph.resources import collection, embedder, llm
 from graph.state import State
 from tools import tracing
+from tools.answer_check import yes_probability
+from tools.config import Settings
 from tools.errors import ModelError
 from tools.grounding import cited_numbers, missing_facts, statements, strip_markers
 from tools.rerank import make_reranker, rerank
@@ -294,7 +296,38 @@ def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
         f"{s} (not in the passages: {', '.join(missing[s])})" if s in missing else s
         for s in unsupported
     ]
-    return {"verdict": verdict, "feedback": feedback}
+    update: dict[str, Any] = {"verdict": verdict, "feedback": feedback}
+    if verdict["grounded"] and settings.answer_check_threshold > 0:
+        update.update(_check_answer(state, config, settings, verdict))
+    return update
+
+
+def _check_answer(
+    state: State, config: RunnableConfig, settings: Settings, verdict: dict[str, Any]
+) -> dict[str, Any]:
+    """Abstain from a verified answer the verifier is not sure answers *this* question."""
+    question = state["queries"][0]
+    check = prompts.ANSWER_CHECK.text.format(
+        question=question, answer=strip_markers(state["draft"], set()).strip()
+    )
+    try:
+        confidence = yes_probability(
+            llm(settings, "verifier"),
+            [context_message(state["passages"]), HumanMessage(check)],
+            retries=settings.llm_max_retries,
+            config=config,
+        )
+    except ModelError as exc:  # the answer stands, marked: the check could not run
+        verdict["answer_check_error"] = str(exc)
+        return {"error": {"type": exc.kind, "stage": "answer_check", "message": str(exc)}}
+    verdict["answer_confidence"] = confidence = round(confidence, 4)
+    tracing.score(settings, state.get("trace_id"), "answer_confidence", confidence)
+    if confidence >= settings.answer_check_threshold:
+        return {}
+    reason = prompts.ABSTAIN_LOW_CONFIDENCE.format(
+        confidence=confidence, threshold=settings.answer_check_threshold
+    )
+    return {"abstain_reason": reason}
 
 
 @timed("finalize")
@@ -371,7 +404,7 @@ def after_answer(state: State) -> str:
 
 def after_verify(state: State, config: RunnableConfig) -> str:
     verdict = state.get("verdict") or {}
-    if verdict.get("grounded") or verdict.get("error"):
+    if verdict.get("grounded") or verdict.get("error") or state.get("abstain_reason"):
         return "finalize"
     cap = settings_for(config, state).max_regenerations
     return "generate_answer" if state.get("attempts", 0) <= cap else "finalize"

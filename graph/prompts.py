@@ -97,6 +97,18 @@ VERIFY = Prompt(
     "\n\nQuestion: {question}\nStatements:\n{statements}",
 )
 
+# Graded by the probability of the first reply token (tools/answer_check.py): the
+# verifier's "is each statement supported?" passes plausible answers to a question the
+# passages are near but do not answer; this asks about the question itself.
+ANSWER_CHECK = Prompt(
+    "answer_check",
+    1,
+    "Question: {question}\nProposed answer: {answer}\n\nDo the passages above state that "
+    "the proposed answer is the answer to exactly this question? Check that the passage is "
+    "about the same thing the question asks (the same person, event, place, time and "
+    "relation), not just something similar. Reply with only yes or no.",
+)
+
 NOT_FOUND = "NOT_IN_DOCUMENTS"
 # regeneration feedback for an answer made only of citation markers (small models do this)
 NO_STATEMENT = "(the answer had no sentence, only citation markers: write the answer in words)"
@@ -105,12 +117,16 @@ ABSTAIN_NO_CONTEXT = (
     "The documents do not say: no passage close enough to the question was found{detail}."
 )
 ABSTAIN_NOT_FOUND = "The documents do not say: the retrieved passages do not answer the question."
+ABSTAIN_LOW_CONFIDENCE = (
+    "The documents do not clearly say: the check that the passages answer this question "
+    "gave {confidence:.2f}, below answer_check_threshold={threshold:g}."
+)
 ABSTAIN_ERROR = "No answer: the {stage} step failed ({type}): {message}"
 ABSTAIN_UNVERIFIED = (
     "I could not produce an answer that the documents support, so I am not giving one."
 )
 
-ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, ANSWER_SHORT, RETRY, VERIFY)
+ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, ANSWER_SHORT, RETRY, VERIFY, ANSWER_CHECK)
 
 
 def versions() -> dict[str, int]:

@@ -46,6 +46,7 @@ REQUEST_SETTINGS = frozenset(
         "answer_style",
         "max_regenerations",
         "on_unverified",
+        "answer_check_threshold",
     }
 )
 INPUT_FIELDS = {"question", "messages", "collection", "k", "rerank", "user_id"}

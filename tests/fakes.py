@@ -47,6 +47,9 @@ class RuleChat(BaseChatModel):
 
     respond: Callable[[list[BaseMessage]], str]
     calls: list[list[BaseMessage]] = Field(default_factory=list)
+    # first-token probabilities ({token: p}) for calls that ask for logprobs; None: the
+    # model returns none, as some providers do
+    first_token: Callable[[list[BaseMessage]], dict[str, float]] | None = None
 
     @property
     def _llm_type(self) -> str:
@@ -54,6 +57,16 @@ class RuleChat(BaseChatModel):
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         self.calls.append(list(messages))
+        if kwargs.get("logprobs") and self.first_token is not None:
+            top = [
+                {"token": token, "logprob": math.log(p)}
+                for token, p in self.first_token(list(messages)).items()
+            ]
+            content = [{**top[0], "top_logprobs": top}]
+            message = AIMessage(
+                content=top[0]["token"], response_metadata={"logprobs": {"content": content}}
+            )
+            return ChatResult(generations=[ChatGeneration(message=message)])
         text = self.respond(list(messages))
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
 

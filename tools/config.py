@@ -134,6 +134,13 @@ class Settings(BaseModel):
     on_unverified: Literal["return", "abstain"] = Field(
         "return", description="After the last failed check: return marked, or abstain."
     )
+    answer_check_threshold: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Abstain when the verifier's probability that a verified answer answers "
+        "exactly the question is below this; 0 = no check (tools/answer_check.py).",
+    )
     max_question_chars: int = Field(2000, ge=10, le=100_000)
 
     # --- server exposure ----------------------------------------------------------------

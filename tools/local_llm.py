@@ -26,7 +26,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
-from tools.errors import LLMTimeoutError
+from tools.errors import LLMTimeoutError, ModelOutputError
 from tools.sanitize import strip_template_tokens
 
 _REGISTRY_LOCK = threading.Lock()
@@ -187,6 +187,62 @@ class ChatLocalLlama(BaseChatModel):
         finally:
             loaded.lock.release()
 
+    def _first_token(self, messages: list[BaseMessage], top: int) -> ChatResult:
+        """The reply's first token and its ``top`` alternatives with log-probabilities,
+        in OpenAI's ``logprobs`` shape, so callers read every provider the same way.
+
+        Only the first token: it is read from the logits of the prompt's last position,
+        which llama.cpp keeps without ``logits_all`` (that option slows every prefill).
+        The shared prompt prefix is reused from the KV cache like any other call.
+        """
+        import numpy as np
+        from llama_cpp import llama_cpp
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        loaded = self._loaded()
+        llama = loaded.llama
+        template = llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ModelOutputError(f"{self.model_name}: no chat template, no token probabilities")
+        deadline = time.monotonic() + self.timeout_s
+        self._acquire(loaded, deadline)
+        try:
+            prompt = Jinja2ChatFormatter(
+                template=template,
+                eos_token=llama._model.token_get_text(llama.token_eos()),
+                bos_token=llama._model.token_get_text(llama.token_bos()),
+            )(messages=_to_llama_messages(messages))
+            tokens = llama.tokenize(
+                prompt.prompt.encode("utf-8"), add_bos=not prompt.added_special, special=True
+            )
+            steps = llama.generate(tokens, temp=0.0)
+            first = next(steps)  # evaluates the prompt (reusing the cached prefix), samples
+            steps.close()
+            # the sampled token is not evaluated yet: these are the last prompt position's
+            logits = np.ctypeslib.as_array(
+                llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(llama.n_vocab(),)
+            ).astype(np.float64)
+            logprobs = logits - logits.max()
+            logprobs -= np.log(np.exp(logprobs).sum())
+            best = np.argsort(-logprobs)[:top]
+            text = llama.detokenize([first]).decode("utf-8", "replace")
+            alternatives = [
+                {
+                    "token": llama.detokenize([int(i)]).decode("utf-8", "replace"),
+                    "logprob": float(logprobs[i]),
+                }
+                for i in best
+            ]
+        finally:
+            loaded.lock.release()
+        content = [{"token": text, "logprob": float(logprobs[first]), "top_logprobs": alternatives}]
+        message = AIMessage(
+            content=text,
+            usage_metadata=_usage(len(tokens), 1),
+            response_metadata={"logprobs": {"content": content}, "model_name": self.model_name},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
     def _metadata(self, outcome: dict[str, Any]) -> dict[str, Any]:
         return {"finish_reason": outcome.get("finish_reason"), "model_name": self.model_name}
 
@@ -197,6 +253,8 @@ class ChatLocalLlama(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if kwargs.get("logprobs"):
+            return self._first_token(messages, int(kwargs.get("top_logprobs") or 5))
         outcome: dict[str, Any] = {}
         text = "".join(self._run(messages, stop, kwargs, outcome))
         message = AIMessage(

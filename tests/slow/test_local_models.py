@@ -10,6 +10,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from tools.answer_check import yes_probability
 from tools.config import load_settings
 from tools.errors import LLMTimeoutError
 from tools.local_assets import SMOLLM2_135M, AssetError
@@ -63,6 +64,18 @@ def test_structured_output_always_parses(llm):
         for claim in claims
     ]
     assert [v.supported for v in verdicts] == [True, False]
+
+
+def test_first_token_probabilities_rank_a_true_claim_above_a_false_one(llm):
+    def p_yes(claim: str) -> float:
+        ask = f"{claim} Is that true? Reply with only yes or no."
+        messages = [SystemMessage("Paris is the capital of France."), HumanMessage(ask)]
+        return yes_probability(llm, messages, retries=0)
+
+    true, false = p_yes("The capital of France is Paris."), p_yes("The capital of France is Lyon.")
+    assert 0.5 < true <= 1.0 and 0.0 <= false < 0.5
+    # the prefix cache is reused and nothing leaks into the next ordinary call
+    assert "paris" in llm.invoke([HumanMessage("Capital of France? One word.")]).text.lower()
 
 
 def test_concurrent_callers_share_one_model(llm):

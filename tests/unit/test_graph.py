@@ -203,3 +203,44 @@ def test_citation_markers_alone_are_regenerated_unverified(corpus_env, models):
     assert len(models.chats["verifier"].calls) == 1  # only the second answer had statements
     assert out["verdict"]["grounded"] is True
     assert out["answer"] == "Run make demo to install the service [1]."
+
+
+def _answer_check(models, yes: float) -> None:
+    models.chats["verifier"].first_token = lambda m: {" Yes": yes, "no": 1 - yes - 0.01, "x": 0.01}
+
+
+def test_answer_check_below_threshold_abstains_without_regenerating(corpus_env, models):
+    _answer_check(models, 0.3)
+    out = ask("How do I install the service?", {"answer_check_threshold": 0.5})
+    assert out["abstained"] is True and out["citations"] == []
+    assert out["answer"].startswith("The documents do not clearly say") and "0.30" in out["answer"]
+    assert out["verdict"]["grounded"] is True
+    assert out["verdict"]["answer_confidence"] == pytest.approx(0.3 / 0.99, abs=1e-4)
+    assert len(models.chats["generator"].calls) == 1
+
+
+def test_answer_check_above_threshold_keeps_the_answer(corpus_env, models):
+    _answer_check(models, 0.8)
+    out = ask("How do I install the service?", {"answer_check_threshold": 0.5})
+    assert out["abstained"] is False and out["answer"].startswith("Run make demo")
+    assert out["verdict"]["answer_confidence"] == pytest.approx(0.8 / 0.99, abs=1e-4)
+    statements_call, check_call = models.chats["verifier"].calls
+    assert check_call[0].text == statements_call[0].text  # same passages block: cached prefix
+    assert check_call[-1].text == prompts.ANSWER_CHECK.text.format(
+        question="How do I install the service?",
+        answer="Run make demo to install the service .",
+    )
+
+
+def test_answer_check_is_off_by_default(corpus_env, models):
+    _answer_check(models, 0.1)
+    out = ask("How do I install the service?")
+    assert out["abstained"] is False and "answer_confidence" not in out["verdict"]
+    assert len(models.chats["verifier"].calls) == 1
+
+
+def test_answer_check_without_logprobs_keeps_the_answer_and_says_why(corpus_env, models):
+    out = ask("How do I install the service?", {"answer_check_threshold": 0.5})
+    assert out["abstained"] is False and out["answer"].startswith("Run make demo")
+    assert out["error"]["stage"] == "answer_check" and out["error"]["type"] == "malformed_output"
+    assert "answer_check_threshold=0" in out["verdict"]["answer_check_error"]
