@@ -306,10 +306,8 @@ def _check_answer(
     state: State, config: RunnableConfig, settings: Settings, verdict: dict[str, Any]
 ) -> dict[str, Any]:
     """Abstain from a verified answer the verifier is not sure answers *this* question."""
-    question = state["queries"][0]
-    check = prompts.ANSWER_CHECK.text.format(
-        question=question, answer=strip_markers(state["draft"], set()).strip()
-    )
+    answer = strip_markers(state["draft"], set()).strip()
+    check = prompts.ANSWER_CHECK.text.format(question=state["queries"][0], answer=answer)
     try:
         confidence = yes_probability(
             llm(settings, "verifier"),
@@ -324,6 +322,7 @@ def _check_answer(
     tracing.score(settings, state.get("trace_id"), "answer_confidence", confidence)
     if confidence >= settings.answer_check_threshold:
         return {}
+    verdict["withheld_answer"] = answer  # what it would have said: for tuning the threshold
     reason = prompts.ABSTAIN_LOW_CONFIDENCE.format(
         confidence=confidence, threshold=settings.answer_check_threshold
     )

@@ -216,6 +216,7 @@ def test_answer_check_below_threshold_abstains_without_regenerating(corpus_env, 
     assert out["answer"].startswith("The documents do not clearly say") and "0.30" in out["answer"]
     assert out["verdict"]["grounded"] is True
     assert out["verdict"]["answer_confidence"] == pytest.approx(0.3 / 0.99, abs=1e-4)
+    assert out["verdict"]["withheld_answer"] == "Run make demo to install the service ."
     assert len(models.chats["generator"].calls) == 1
 
 
