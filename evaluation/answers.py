@@ -33,6 +33,10 @@ from tools.errors import ModelError
 from tools.grounding import strip_markers
 from tools.models import chat_model
 
+# what a report keeps of each verdict: with the answer check's confidence and the answer
+# it withheld, one run shows what any lower answer_check_threshold would have scored
+VERDICT_KEYS = ("grounded", "score", "unsupported", "answer_confidence", "withheld_answer")
+
 
 def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
     answer = strip_markers(out["answer"], set()).strip()
@@ -90,7 +94,7 @@ def evaluate_answers(
             "seconds": round(time.perf_counter() - started, 2),
             "answer": out["answer"],
             "abstained": out["abstained"],
-            "verdict": {k: out["verdict"].get(k) for k in ("grounded", "score", "unsupported")},
+            "verdict": {k: out["verdict"][k] for k in VERDICT_KEYS if k in out["verdict"]},
             "attempts": out.get("attempts", 0),
             "queries": out["queries"],
             "sources": [c["source"] for c in out["citations"]],

@@ -121,6 +121,15 @@ def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_withheld_answer_and_its_confidence_are_kept(corpus_env, models):
+    models.chats["verifier"].first_token = lambda m: {"yes": 0.4, "no": 0.6}
+    settings = corpus_env.model_copy(update={"answer_check_threshold": 0.5})
+    (item,) = evaluate_answers(settings, ITEMS[:1], progress=False)["items"]
+    assert item["abstained"] is True and item["scores"]["f1"] == 0.0
+    assert item["verdict"]["answer_confidence"] == 0.4
+    assert item["verdict"]["withheld_answer"] == "Run make demo to install the service ."
+
+
 def test_a_failing_item_is_recorded_and_the_run_goes_on(corpus_env, models):
     models.support = '{"supported": [tr'  # the verifier fails: reported, not fatal
     broken = QAItem("3", "x" * 5000, (), None)  # over max_question_chars: a ValueError
