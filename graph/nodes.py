@@ -150,7 +150,10 @@ def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
     col.require_embedding(settings.embedding_model)
     retriever = HybridRetriever(col, embedder(settings), settings)
     try:
-        passages, report = col.stable_read(lambda: retriever.retrieve(state["queries"]))
+        passages, report = col.stable_read(
+            lambda: retriever.retrieve(state["queries"]),
+            consistent=lambda result: not result[1].missing_vectors,
+        )
     except ModelError as exc:
         return {"passages": [], **failure(exc, "retrieve")}
     keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)

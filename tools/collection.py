@@ -16,6 +16,7 @@ import fcntl
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +32,11 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]")
 # what an index built by this code records; another value means another format
 VERSIONS = {"schema_version": SCHEMA_VERSION, "tokenizer_version": TOKENIZER_VERSION}
 CHECK_ATTEMPTS = 3  # a concurrent ingestion can commit between the two reads of a check
+# reads that straddled a commit wait a little longer each time: an ingestion commits file
+# by file, so a short pause usually finds the gap between two commits (3 quick retries
+# were not enough when 12 back-to-back ingestions of a small corpus ran beside 4 readers)
+READ_ATTEMPTS = 8
+READ_BACKOFF_S = 0.01
 T = TypeVar("T")
 
 
@@ -150,19 +156,24 @@ class Collection:
                 self._cache = (generation, set(ids), KeywordIndex(ids, tokens))
             return self._cache[1], self._cache[2]
 
-    def stable_read(self, read: Callable[[], T]) -> T:
+    def stable_read(
+        self, read: Callable[[], T], consistent: Callable[[T], bool] = lambda _: True
+    ) -> T:
         """Run ``read`` again if an ingestion committed while it ran.
 
         A commit swaps a file's chunks in the manifest and then deletes the old vectors,
         so a search that straddles it can see neither version of the file. Repeating
         it until the generation holds gives the old or the new data, never a gap
         (bounded: under a continuous stream of commits the last read is returned).
+        ``consistent`` rejects a result that shows the change itself (a committed chunk
+        whose vector is not readable yet: the generation alone missed that, 1 run in 3).
         """
-        for _ in range(CHECK_ATTEMPTS):
+        for attempt in range(READ_ATTEMPTS):
             before = self.manifest.generation()
             result = read()
-            if self.manifest.generation() == before:
+            if self.manifest.generation() == before and consistent(result):
                 break
+            time.sleep(min(READ_BACKOFF_S * 2**attempt, 0.5))
         return result
 
     def committed_ids(self) -> set[str]:

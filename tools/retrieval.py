@@ -79,6 +79,9 @@ class RetrievalReport:
     duplicates: int = 0
     threshold: float = 0.0
     closest_distance: float | None = None
+    # committed candidates whose vector was not readable: an ingestion changed the
+    # collection under this read (stable_read repeats it)
+    missing_vectors: int = 0
     # candidates cut before generation, as ``cut`` makes them: which chunk, where, its
     # scores, the stage that cut it (threshold, duplicate; the graph adds top_k, rerank)
     # and why, so a user tuning settings sees what nearly made it
@@ -138,6 +141,7 @@ class HybridRetriever:
             found.append(list(dict.fromkeys(chunk.id for chunk, _ in hits)))
         # cosine similarity of every candidate to every query, from its stored vector
         sims = self._similarities(list(chunks), qvecs)
+        report.missing_vectors = len(set(chunks) - set(sims))
         for i, (query, ids) in enumerate(zip(queries, found, strict=True)):
             # every candidate gets both scores, so one just outside a method's fetch_k
             # keeps its real score there instead of 0
