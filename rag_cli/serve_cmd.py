@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.collection import Collection, list_collections
+from tools.collection import check_collections
 from tools.config import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,8 +99,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if problem:
         print(f"rag serve: error: {problem}", file=sys.stderr)
         return 2
-    for name in list_collections(settings):  # a damaged one fails here, with its repair
-        Collection(settings, name).close()
+    check_collections(settings)
     workdir = settings.data_dir.resolve() / "server"
     workdir.mkdir(parents=True, exist_ok=True)
     print(

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from rag_cli.serve_cmd import is_loopback
-from tools.collection import Collection, list_collections
+from tools.collection import check_collections
 from tools.config import Settings
 
 
@@ -38,8 +38,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if problem:
         print(f"rag ui: error: {problem}", file=sys.stderr)
         return 2
-    for name in list_collections(settings):  # a damaged one fails here, with its repair
-        Collection(settings, name).close()
+    check_collections(settings)
     print(
         f"chat page at http://{args.host}:{args.port}/ (data in {settings.data_dir.resolve()}, "
         f"flags in {settings.data_dir.resolve() / 'flags.sqlite'}); Ctrl-C stops",

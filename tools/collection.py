@@ -69,6 +69,13 @@ def list_collections(settings: Settings) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.sqlite")) if folder.is_dir() else []
 
 
+def check_collections(settings: Settings) -> None:
+    """Open every collection once, so a server fails at start, naming a damaged one and its
+    repair, rather than on its first request."""
+    for name in list_collections(settings):
+        Collection(settings, name).close()
+
+
 class Collection:
     def __init__(self, settings: Settings, name: str | None = None, *, create: bool = False):
         self.name = check_name(name or settings.collection)
