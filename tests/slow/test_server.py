@@ -9,43 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.local_service import RAG, REPO, ingest_docs_corpus, smollm2_env
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
-RAG = str(Path(sys.executable).parent / "rag")
 NODES = {"generate_queries", "retrieve", "generate_answer", "verify", "finalize"}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     data = tmp_path_factory.mktemp("server-data")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
-    env.update(
-        RAG_DATA_DIR=str(data),
-        RAG_GENERATOR_MODEL="local:smollm2",
-        RAG_QUERY_MODEL="local:smollm2",
-        RAG_VERIFIER_MODEL="local:smollm2",
-        RAG_LLM_MAX_TOKENS="96",
-        RAG_MAX_QUESTION_CHARS="500",
-    )
-    subprocess.run(
-        [RAG, "ingest", str(REPO / "docs_corpus"), "--json"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    env = smollm2_env(data, max_question_chars="500")
+    ingest_docs_corpus(env)
     existed = (REPO / ".langgraph_api").exists()
     port = free_port()
     proc = subprocess.Popen(

@@ -21,11 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.local_service import RAG, REPO, ingest_docs_corpus, smollm2_env
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
-RAG = str(Path(sys.executable).parent / "rag")
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -51,22 +50,8 @@ ANSWER_TIMEOUT_MS = 240_000
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
     data = tmp_path_factory.mktemp("ui-data")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
-    env.update(
-        RAG_DATA_DIR=str(data),
-        RAG_GENERATOR_MODEL="local:smollm2",
-        RAG_QUERY_MODEL="local:smollm2",
-        RAG_VERIFIER_MODEL="local:smollm2",
-        RAG_LLM_MAX_TOKENS="96",
-        RAG_LLM_THREADS="1",
-        RAG_TRACING="local",
-    )
-    subprocess.run(
-        [RAG, "ingest", str(REPO / "docs_corpus"), "--json"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    env = smollm2_env(data, llm_threads="1", tracing="local")
+    ingest_docs_corpus(env)
     port = free_port()
     log = data / "ui.log"  # a file, not a pipe nobody drains: the server never blocks on it
     with log.open("w") as out:
