@@ -180,7 +180,8 @@ class Collection:
             result = read()
             if self.manifest.generation() == before and consistent(result):
                 break
-            time.sleep(min(READ_BACKOFF_S * 2**attempt, 0.5))
+            if attempt + 1 < READ_ATTEMPTS:  # no pause before giving up
+                time.sleep(min(READ_BACKOFF_S * 2**attempt, 0.5))
         return result
 
     def committed_ids(self) -> set[str]:
