@@ -19,7 +19,6 @@ class InputState(TypedDict, total=False):
     collection: str
     k: int
     rerank: str
-    user_id: str
 
 
 class OutputState(TypedDict, total=False):

@@ -49,7 +49,7 @@ REQUEST_SETTINGS = frozenset(
         "answer_check_threshold",
     }
 )
-INPUT_FIELDS = {"question", "messages", "collection", "k", "rerank", "user_id"}
+INPUT_FIELDS = {"question", "messages", "collection", "k", "rerank"}
 RERANKERS = ("none", "llm", "cross-encoder", "litellm")
 
 
@@ -98,7 +98,9 @@ def check_run_request(body: Any, base: Settings) -> str | None:
         return "'input' must be an object with a 'question' string"
     unknown = set(payload) - INPUT_FIELDS
     if unknown:
-        return f"unknown input field(s) {sorted(unknown)}; accepted: {sorted(INPUT_FIELDS)}"
+        hint = "config.configurable.user_id sets the trace's user"
+        where = f" ({hint})" if "user_id" in unknown else ""
+        return f"unknown input field(s) {sorted(unknown)}{where}; accepted: {sorted(INPUT_FIELDS)}"
     question = payload.get("question")
     if not isinstance(question, str) or not question.strip():
         return "'input.question' is required and must be a non-empty string"

@@ -37,6 +37,7 @@ def test_a_good_request_passes_the_guard(client):
         ({"collection": "../../etc"}, "collection"),
         ({"collection": "a/../../b"}, "collection"),
         ({"question": "x" * 2001}, "max_question_chars=2000"),
+        ({"user_id": "ana"}, "config.configurable.user_id"),  # the input cannot reach the trace
     ],
 )
 def test_limits_and_names_are_422_with_the_reason(client, fields, message):
