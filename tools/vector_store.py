@@ -7,6 +7,7 @@ HNSW search very approximate); writes are split below the server's maximum batch
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -39,11 +40,14 @@ def chroma_client(settings: Settings) -> chromadb.ClientAPI:
     path.mkdir(parents=True, exist_ok=True)
     try:
         return chromadb.PersistentClient(path=str(path), settings=client_settings)
-    except Exception as exc:  # chromadb raises assorted types for a damaged store
+    except Exception as exc:  # chromadb raises assorted types for a full disk or damage
+        free_mb = shutil.disk_usage(path).free / 1e6
         raise ConfigError(
-            f"the Chroma store {path} cannot be opened ({type(exc).__name__}: {exc}); move it "
-            "away, then rebuild each collection with `rag ingest PATH... --collection NAME "
-            "--rebuild`"
+            f"the Chroma store {path} cannot be opened ({type(exc).__name__}: {exc}). Chroma "
+            f"replays its write log on opening and needs free space for it ({free_mb:.0f} MB "
+            "free now): free space and retry first. If it still fails, the store is damaged: "
+            "move it away, then rebuild each collection with `rag ingest PATH... --collection "
+            "NAME --rebuild`"
         ) from exc
 
 
