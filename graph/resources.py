@@ -6,6 +6,7 @@ is built once per distinct configuration and reused by every run in the process.
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 from langchain_core.embeddings import Embeddings
@@ -15,10 +16,20 @@ from tools.collection import Collection
 from tools.config import Settings
 from tools.models import Role, chat_model, embeddings
 
+_collections: dict[tuple[Settings, str], Collection] = {}
+_collections_lock = threading.Lock()
 
-@lru_cache(maxsize=16)
+
 def collection(settings: Settings, name: str) -> Collection:
-    return Collection(settings, name)
+    """The process's handle on a collection, opened again when it is outdated: a
+    ``rag ingest`` (or ``--rebuild``) in another process while this one serves.
+    A replaced handle is left to runs still using it (garbage collection closes it)."""
+    with _collections_lock:
+        current = _collections.get((settings, name))
+        if current is None or current.outdated():
+            current = Collection(settings, name, fresh_store=current is not None)
+            _collections[(settings, name)] = current
+        return current
 
 
 @lru_cache(maxsize=8)

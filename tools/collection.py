@@ -76,10 +76,26 @@ def check_collections(settings: Settings) -> None:
         Collection(settings, name).close()
 
 
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 class Collection:
-    def __init__(self, settings: Settings, name: str | None = None, *, create: bool = False):
+    def __init__(
+        self,
+        settings: Settings,
+        name: str | None = None,
+        *,
+        create: bool = False,
+        fresh_store: bool = False,
+    ):
         self.name = check_name(name or settings.collection)
         path = manifest_path(settings, self.name)
+        self._file = _file_identity(path)
         if not create and not path.exists():
             known = ", ".join(list_collections(settings)) or "none yet"
             raise ConfigError(
@@ -102,13 +118,32 @@ class Collection:
                 f"collection {self.name!r}: its manifest {path} is damaged ({exc}); "
                 + rebuild_hint(self.name)
             ) from None
-        self.vectors = ChromaChunkStore(chroma_client(settings), self.name, settings.hnsw_ef_search)
+        self._embedded = not settings.chroma_host
+        self._seen = self.manifest.generation()  # before the vectors: they show at least this
+        self.vectors = ChromaChunkStore(
+            chroma_client(settings, fresh=fresh_store), self.name, settings.hnsw_ef_search
+        )
         self._cache_lock = threading.Lock()
         self._cache: tuple[int, set[str], KeywordIndex] | None = None
         self.check()
 
     def close(self) -> None:
         self.manifest.close()
+
+    def outdated(self) -> bool:
+        """Whether this handle no longer shows the collection on disk, so a long-lived
+        process (the server) must open it again: it was rebuilt or deleted (the manifest
+        is another file), or another process committed chunks whose vectors the embedded
+        Chroma store of this process cannot see (see tools.vector_store.chroma_client)."""
+        if _file_identity(self.manifest.path) != self._file:
+            return True
+        if not self._embedded:
+            return False  # a Chroma server shows every client's writes
+        now = self.manifest.generation()
+        if self.manifest.committed_elsewhere(self._seen, now):
+            return True
+        self._seen = now  # only this process's commits: its own store shows them
+        return False
 
     # --- guards ----------------------------------------------------------------------------
     def check(self) -> None:

@@ -60,6 +60,11 @@ class DocumentEntry:
     chunks: list[tuple[Chunk, list[str]]]
 
 
+# the generations each manifest file reached by commits of *this* process: any other
+# generation came from another process (see Collection.outdated)
+_COMMITTED_HERE: dict[str, set[int]] = {}
+
+
 class Manifest:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,13 +81,26 @@ class Manifest:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute("BEGIN IMMEDIATE")  # the write lock: no other commit until ours
+        ours = _COMMITTED_HERE.setdefault(str(self.path), set())
+        bumped = None
         try:
+            before = self.generation()
             yield self._db
+            if (after := self.generation()) != before:
+                bumped = after
+                ours.add(bumped)  # before COMMIT: a reader must never see it as foreign
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            ours.discard(bumped)
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+
+    def committed_elsewhere(self, since: int, until: int) -> bool:
+        """Whether a generation in (since, until] was committed by another process."""
+        here = _COMMITTED_HERE.get(str(self.path), set())
+        return any(g not in here for g in range(since + 1, until + 1))
 
     # --- collection settings -------------------------------------------------------------
     def meta(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import chromadb
+from chromadb.api.shared_system_client import SharedSystemClient
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError
 from langchain_chroma import Chroma
@@ -25,8 +26,13 @@ class StorageError(OSError):
     like the same fault in the manifest, so callers handle storage faults in one place."""
 
 
-def chroma_client(settings: Settings) -> chromadb.ClientAPI:
-    """An embedded persistent client under the data directory, or a server client."""
+def chroma_client(settings: Settings, *, fresh: bool = False) -> chromadb.ClientAPI:
+    """An embedded persistent client under the data directory, or a server client.
+
+    Embedded Chroma shares one system per directory in a process, and that system loads
+    a collection's index once: it never sees vectors another process wrote later.
+    ``fresh`` starts a new system that reads the files as they are now (handles opened
+    before keep working on the old one)."""
     client_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
     if settings.chroma_host:
         host, _, port = settings.chroma_host.partition(":")
@@ -38,6 +44,8 @@ def chroma_client(settings: Settings) -> chromadb.ClientAPI:
             ) from exc
     path = settings.data_dir / "chroma"
     path.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        SharedSystemClient.clear_system_cache()
     try:
         return chromadb.PersistentClient(path=str(path), settings=client_settings)
     except Exception as exc:  # chromadb raises assorted types for a full disk or damage

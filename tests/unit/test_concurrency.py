@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from graph import build_graph
+from graph import build_graph, resources
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.unit.conftest import EMB, PAGES
 from tools.collection import Collection
 
+REPO = Path(__file__).resolve().parents[2]
 TOPICS = {
     "How do I install the service?": "install.md",
     "What does the verifier check?": "verify.md",
@@ -88,3 +93,64 @@ def test_ingestion_while_answering_gives_old_or_new_data_never_an_error(
     assert not failures
     allowed = {f"Run make {v} to install the service [1]." for v in ("demo", "setup")}
     assert answers and set(answers) <= allowed
+
+
+# another process: `rag ingest` (or `--rebuild`) run from a shell while this one serves
+OTHER_PROCESS = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {repo!r})
+    from ingest.partition import PartitionOptions
+    from ingest.pipeline import IngestOptions, Ingestor
+    from tests.unit.conftest import EMB
+    from tools.collection import Collection, drop_collection
+    from tools.config import load_settings
+    settings = load_settings()
+    if {rebuild!r}:
+        drop_collection(settings, "docs")
+    col = Collection(settings, "docs", create=True)
+    options = IngestOptions(partition=PartitionOptions("structure", 100, 0))
+    Ingestor(settings, col, EMB, options, progress=False).run([{root!r}])
+    """
+)
+
+
+def test_ingestion_and_rebuild_by_another_process_are_seen_by_a_serving_process(
+    corpus_env, models, tmp_path
+):
+    """Embedded Chroma loads an index once per process: without reopening, a server
+    never saw vectors another process added, and a rebuild broke every question."""
+    models.chats["generator"].respond = cite_best_passage
+    app = build_graph()
+
+    def answer() -> str:
+        out = app.invoke({"question": "How do I install the service?"}, {})
+        assert out["error"] is None, out["error"]
+        return out["answer"]
+
+    def other_process(rebuild: bool) -> None:
+        script = OTHER_PROCESS.format(repo=str(REPO), rebuild=rebuild, root=str(root))
+        subprocess.run([sys.executable, "-c", script], check=True, cwd=REPO, timeout=120)
+
+    root = tmp_path / "docs"
+    assert answer() == "Run make demo to install the service [1]."
+    (root / "install.md").write_text("# Install\n\nRun make setup to install the service.\n")
+    other_process(rebuild=False)
+    assert answer() == "Run make setup to install the service [1]."
+    for page in root.iterdir():
+        page.unlink()
+    (root / "setup.md").write_text("# Setup\n\nRun make quick to install the service.\n")
+    other_process(rebuild=True)
+    assert answer() == "Run make quick to install the service [1]."
+
+
+def test_own_commits_do_not_reopen_the_collection(corpus_env):
+    """Reopening costs an index load: only another process's commits call for it."""
+    handle = resources.collection(corpus_env, "docs")
+    writer = Collection(corpus_env, "docs")
+    options = IngestOptions(partition=PartitionOptions("structure", 100, 0))
+    (corpus_env.data_dir.parent / "docs" / "install.md").write_text("# Install\n\nNew.\n")
+    Ingestor(corpus_env, writer, EMB, options, progress=False).run(
+        [corpus_env.data_dir.parent / "docs"]
+    )
+    assert resources.collection(corpus_env, "docs") is handle
