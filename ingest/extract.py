@@ -25,6 +25,10 @@ from typing import Any
 
 from tools.documents import ExtractedDocument, Section
 
+# bump when the same file extracts to other text, so unchanged files are processed again
+# (2: a JSON record's other plain fields follow its text)
+EXTRACTOR_VERSION = 2
+
 
 class ExtractError(Exception):
     """A file that cannot become text; the message is the reason shown to the user."""
@@ -376,11 +380,17 @@ def _load_json(data: bytes, path: Path, source: str, options: ExtractOptions) ->
             raise ExtractError(f"{where}: duplicate id '{record_id}' ({id_field})")
         seen.add(name)
         title = record.get(options.json_title_field)
-        scalars = {k: v for k, v in record.items() if isinstance(v, str | int | float | bool)}
-        del scalars[field]
-        section = Section(body, start_line=line)
+        # the record's other plain fields (author, date, price...) are part of what it says:
+        # indexed and shown with the text, so a question about them can be answered
+        named = (field, id_field, options.json_title_field)
+        extra = [
+            f"{k}: {v}"
+            for k, v in record.items()
+            if k not in named and isinstance(v, str | int | float | bool) and str(v).strip()
+        ]
+        text = "\n".join([body.rstrip(), "", *extra]) if extra else body
         title = title if isinstance(title, str) else ""
-        docs.append(ExtractedDocument(name, "json", [section], title=title, metadata=scalars))
+        docs.append(ExtractedDocument(name, "json", [Section(text, start_line=line)], title=title))
     return docs
 
 

@@ -23,7 +23,14 @@ from langchain_core.language_models import BaseChatModel
 from tqdm import tqdm
 
 from ingest.derive import derived_chunks
-from ingest.extract import ExtractError, ExtractOptions, discover, extract_file, source_root
+from ingest.extract import (
+    EXTRACTOR_VERSION,
+    ExtractError,
+    ExtractOptions,
+    discover,
+    extract_file,
+    source_root,
+)
 from ingest.partition import PartitionOptions, partition
 from tools import tracing
 from tools.collection import Collection
@@ -62,6 +69,7 @@ class IngestOptions:
         return short_hash(
             json.dumps(asdict(self.partition), sort_keys=True, default=str),
             json.dumps(asdict(self.extract), sort_keys=True),
+            f"extractor-{EXTRACTOR_VERSION}",
             str(self.derive),
             embedding_model,
             length=16,

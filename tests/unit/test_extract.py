@@ -163,9 +163,10 @@ def test_json_list_one_document_per_record(tmp_path):
     docs = extract_file(write(tmp_path, "faq.json", json.dumps(records)), "data/faq.json")
     assert [d.source for d in docs] == ["data/faq.json#faq-1", "data/faq.json#2"]
     assert [d.title for d in docs] == ["Reset", ""]
-    assert docs[0].metadata == {"id": "faq-1", "title": "Reset", "lang": "en"}
-    assert docs[1].metadata == {"score": 0.5, "ok": True}
-    assert {d.kind for d in docs} == {"json"} and docs[0].text == "Hold the button."
+    # other plain fields follow the text; lists, objects and nulls do not
+    assert docs[0].text == "Hold the button.\n\nlang: en"
+    assert docs[1].text == "No id here.\n\nscore: 0.5\nok: True"
+    assert {d.kind for d in docs} == {"json"}
 
 
 def test_json_object_is_one_record_and_fields_are_configurable(tmp_path):
