@@ -6,6 +6,8 @@ Routes (JSON in, JSON or Server-Sent Events out; junk gets a 4xx with the reason
   package; nothing is fetched from another host (the page's CSP forbids it).
 - ``GET /api/options``: collections, defaults and limits for the page's controls.
 - ``POST /api/sessions``: a new conversation (a graph thread).
+- ``GET /api/sessions/{id}``: a conversation's answered exchanges, so a reloaded tab
+  shows it again and goes on with it (404 once it expired or the process restarted).
 - ``POST /api/ask``: one question, streamed as events: ``start``, ``step`` per node,
   ``token`` per generated token (the generator only), then ``answer`` with the whole
   exchange, or ``error``.
@@ -137,6 +139,10 @@ class ChatApp:
     async def new_session(self, _: Request) -> JSONResponse:
         return JSONResponse({"session": self.sessions.new().id}, 201)
 
+    async def session(self, request: Request) -> JSONResponse:
+        session = self._session({"session": request.path_params["session"]})
+        return JSONResponse({"session": session.id, "exchanges": list(session.exchanges.values())})
+
     async def ask(self, request: Request) -> Response:
         body = await _body(request, ASK_FIELDS)
         session = self._session(body)
@@ -237,6 +243,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/", chat.index),
             Route("/api/options", chat.options),
             Route("/api/sessions", chat.new_session, methods=["POST"]),
+            Route("/api/sessions/{session}", chat.session),
             Route("/api/ask", chat.ask, methods=["POST"]),
             Route("/api/flag", chat.flag, methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),

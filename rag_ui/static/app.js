@@ -53,7 +53,7 @@ async function init() {
   if (!options.collections.length) {
     notice("No collection yet: ingest documents first with `rag ingest PATH`, then reload.");
   }
-  await newConversation();
+  if (!(await resumeConversation())) await newConversation();
   $("ask-form").addEventListener("submit", (e) => {
     e.preventDefault();
     ask();
@@ -76,8 +76,24 @@ function notice(text) {
 async function newConversation() {
   const response = await fetch("/api/sessions", { method: "POST" });
   session = (await response.json()).session;
+  sessionStorage.setItem("rag-session", session); // this tab's conversation, kept on reload
   $("turns").replaceChildren();
   $("viewer").hidden = true;
+}
+
+// A reloaded tab shows its conversation again and goes on with it, while the server
+// still has it (it keeps conversations in memory: a restart starts a new one).
+async function resumeConversation() {
+  const saved = sessionStorage.getItem("rag-session");
+  if (!saved) return false;
+  const response = await fetch(`/api/sessions/${encodeURIComponent(saved)}`);
+  if (!response.ok) return false;
+  const conversation = await response.json();
+  session = conversation.session;
+  for (const ex of conversation.exchanges) {
+    newTurn(ex.question).on({ name: "answer", data: ex });
+  }
+  return true;
 }
 
 // --- asking ---------------------------------------------------------------------------

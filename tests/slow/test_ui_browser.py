@@ -145,6 +145,13 @@ def test_ask_open_citation_and_prompt_then_flag(ui, browser):
         "el => el.textContent.startsWith('Flagged')", arg=status.element_handle(), timeout=10_000
     )
     assert "score sent to the trace" in status.inner_text()  # tracing=local here
+
+    turns = page.get_by_test_id("turn").count()
+    page.reload()  # the tab's conversation comes back, answers and citations included
+    page.get_by_test_id("turn").nth(turns - 1).get_by_test_id("verdict").wait_for()
+    assert page.get_by_test_id("turn").count() == turns
+    again = page.get_by_test_id("turn").nth(turns - 1).get_by_test_id("answer")
+    assert again.inner_text() == answer_text and again.locator("a.cite").count()
     print(f"\nbrowser scenario: {time.monotonic() - started:.1f}s", file=sys.stderr)
 
     listing = subprocess.run(

@@ -69,6 +69,16 @@ def test_answer_streams_steps_tokens_then_the_whole_exchange(client, models):
     assert ex["settings"] == {"collection": "docs", "k": 5, "rerank": "none"}
 
 
+def test_a_reloaded_page_gets_its_conversation_back(client):
+    session = new_session(client)
+    first = ask(client, session)["exchange"]
+    second = ask(client, session, "And how long does it take?")["exchange"]
+    response = client.get(f"/api/sessions/{session}")
+    assert response.status_code == 200
+    assert response.json() == {"session": session, "exchanges": [first, second]}
+    assert client.get("/api/sessions/not-a-session").status_code == 404
+
+
 def test_toggles_reach_the_graph_and_cuts_are_listed(client):
     ex = ask(client, new_session(client), k="1")["exchange"]
     assert len(ex["passages"]) == 1 and ex["settings"]["k"] == 1  # validated, then typed
