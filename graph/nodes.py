@@ -18,18 +18,20 @@ from pydantic import BaseModel, Field, conlist, create_model
 
 from graph import prompts
 from graph.configuration import settings_for
-from graph.resources import collection, embedder, llm
+from graph.resources import embedder, llm, read_collection
 from graph.state import State
 from tools import tracing
 from tools.answer_check import yes_probability
+from tools.collection import Collection
 from tools.config import Settings
 from tools.errors import ModelError
 from tools.grounding import cited_numbers, missing_facts, statements, strip_markers
 from tools.rerank import make_reranker, rerank
 from tools.resilient import invoke_text
-from tools.retrieval import HybridRetriever, Passage, cut
+from tools.retrieval import HybridRetriever, Passage, RetrievalReport, cut
 from tools.sanitize import PASSAGE_CLOSE, PASSAGE_OPEN, neutralise, one_line
 from tools.structured import invoke_structured
+from tools.vector_store import StaleStoreError
 
 Node = Callable[[State, RunnableConfig], dict[str, Any]]
 MAX_DROPPED_LISTED = 20
@@ -64,8 +66,8 @@ class _Queries(BaseModel):
     queries: list[str] = Field(max_length=5)
 
 
-def failure(exc: ModelError, stage: str) -> dict[str, Any]:
-    """A model fault as a typed ``error`` in the answer object, plus an honest abstention."""
+def failure(exc: ModelError | StaleStoreError, stage: str) -> dict[str, Any]:
+    """A fault as a typed ``error`` in the answer object, plus an honest abstention."""
     error = {"type": exc.kind, "stage": stage, "message": str(exc)}
     return {"error": error, "abstain_reason": prompts.ABSTAIN_ERROR.format(**error)}
 
@@ -146,15 +148,18 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
 @timed("retrieve")
 def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
     settings = settings_for(config, state)
-    col = collection(settings, settings.collection)
-    col.require_embedding(settings.embedding_model)
-    retriever = HybridRetriever(col, embedder(settings), settings)
-    try:
-        passages, report = col.stable_read(
+
+    def read(col: Collection) -> tuple[list[Passage], RetrievalReport]:
+        col.require_embedding(settings.embedding_model)
+        retriever = HybridRetriever(col, embedder(settings), settings)
+        return col.stable_read(
             lambda: retriever.retrieve(state["queries"]),
             consistent=lambda result: not result[1].missing_vectors,
         )
-    except ModelError as exc:
+
+    try:
+        passages, report = read_collection(settings, settings.collection, read)
+    except (ModelError, StaleStoreError) as exc:
         return {"passages": [], **failure(exc, "retrieve")}
     keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)
     kept = passages[:keep]

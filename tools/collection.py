@@ -25,7 +25,7 @@ from tools.config import ConfigError, Settings
 from tools.documents import Chunk
 from tools.keyword_index import TOKENIZER_VERSION, KeywordIndex
 from tools.manifest import SCHEMA_VERSION, Manifest
-from tools.vector_store import ChromaChunkStore, chroma_client, drop_vectors
+from tools.vector_store import ChromaChunkStore, chroma_client, drop_vectors, store_started
 
 # the same rule as Settings.collection (Chroma's own name rule, kept short for file names)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]")
@@ -120,6 +120,7 @@ class Collection:
             ) from None
         self._embedded = not settings.chroma_host
         self._seen = self.manifest.generation()  # before the vectors: they show at least this
+        fresh_store = fresh_store or (self._embedded and self._store_missed_commits(settings))
         self.vectors = ChromaChunkStore(
             chroma_client(settings, fresh=fresh_store), self.name, settings.hnsw_ef_search
         )
@@ -130,11 +131,21 @@ class Collection:
     def close(self) -> None:
         self.manifest.close()
 
+    def _store_missed_commits(self, settings: Settings) -> bool:
+        """Whether this process's Chroma system started before another process's latest
+        commit here, so it cannot show that commit's vectors."""
+        started = store_started(settings)
+        return (
+            started is not None
+            and self.manifest.committed_elsewhere(self._seen - 1, self._seen)
+            and self.manifest.last_commit_at() > started
+        )
+
     def outdated(self) -> bool:
         """Whether this handle no longer shows the collection on disk, so a long-lived
-        process (the server) must open it again: it was rebuilt or deleted (the manifest
-        is another file), or another process committed chunks whose vectors the embedded
-        Chroma store of this process cannot see (see tools.vector_store.chroma_client)."""
+        process (the server) must open it again, with a fresh Chroma system: it was rebuilt
+        or deleted (the manifest is another file), or another process committed chunks
+        whose vectors this process's embedded Chroma system cannot see."""
         if _file_identity(self.manifest.path) != self._file:
             return True
         if not self._embedded:
@@ -142,7 +153,7 @@ class Collection:
         now = self.manifest.generation()
         if self.manifest.committed_elsewhere(self._seen, now):
             return True
-        self._seen = now  # only this process's commits: its own store shows them
+        self._seen = now  # only this process's commits: its own system shows them
         return False
 
     # --- guards ----------------------------------------------------------------------------

@@ -102,6 +102,10 @@ class Manifest:
         here = _COMMITTED_HERE.get(str(self.path), set())
         return any(g not in here for g in range(since + 1, until + 1))
 
+    def last_commit_at(self) -> float:
+        """When the latest commit that changed chunks was made (0: before this was kept)."""
+        return float(self.meta().get("committed_at", 0))
+
     # --- collection settings -------------------------------------------------------------
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
@@ -125,6 +129,7 @@ class Manifest:
             "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) "
             "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('committed_at', ?)", (str(time.time()),))
 
     # --- files ------------------------------------------------------------------------------
     def file_record(self, file: str) -> FileRecord | None:

@@ -8,7 +8,10 @@ HNSW search very approximate); writes are split below the server's maximum batch
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Sequence
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import chromadb
@@ -21,18 +24,36 @@ from tools.config import ConfigError, Settings
 from tools.documents import Chunk
 
 
+class StaleStoreError(RuntimeError):
+    """Another process deleted vectors this process's Chroma system still has in its
+    index (Chroma says "Error finding id"): open the collection again with a fresh system."""
+
+    kind = "store_changing"  # as an answer's error type
+
+
 class StorageError(OSError):
     """A vector-store write failed (a full disk, a read-only directory). An ``OSError``,
     like the same fault in the manifest, so callers handle storage faults in one place."""
 
 
+# Embedded Chroma shares one "system" per directory in a process, and a system loads a
+# collection's index once: it sees the vectors on disk when it started and those written
+# through it, never those another process writes later. When this process's system for a
+# directory started (see Collection, which opens a fresh one when it would miss commits):
+_store_started: dict[str, float] = {}
+_store_lock = threading.Lock()
+
+
+def store_started(settings: Settings) -> float | None:
+    """When this process's embedded Chroma system for the data directory started."""
+    return _store_started.get(str(settings.data_dir / "chroma"))
+
+
 def chroma_client(settings: Settings, *, fresh: bool = False) -> chromadb.ClientAPI:
     """An embedded persistent client under the data directory, or a server client.
 
-    Embedded Chroma shares one system per directory in a process, and that system loads
-    a collection's index once: it never sees vectors another process wrote later.
-    ``fresh`` starts a new system that reads the files as they are now (handles opened
-    before keep working on the old one)."""
+    ``fresh`` starts a new embedded system that reads the files as they are now; handles
+    opened before keep working on their old one."""
     client_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
     if settings.chroma_host:
         host, _, port = settings.chroma_host.partition(":")
@@ -44,10 +65,13 @@ def chroma_client(settings: Settings, *, fresh: bool = False) -> chromadb.Client
             ) from exc
     path = settings.data_dir / "chroma"
     path.mkdir(parents=True, exist_ok=True)
-    if fresh:
-        SharedSystemClient.clear_system_cache()
     try:
-        return chromadb.PersistentClient(path=str(path), settings=client_settings)
+        with _store_lock:
+            if fresh:
+                SharedSystemClient.clear_system_cache()
+            if fresh or str(path) not in _store_started:
+                _store_started[str(path)] = time.time()
+            return chromadb.PersistentClient(path=str(path), settings=client_settings)
     except Exception as exc:  # chromadb raises assorted types for a full disk or damage
         free_mb = shutil.disk_usage(path).free / 1e6
         raise ConfigError(
@@ -118,18 +142,29 @@ class ChromaChunkStore:
                 found[str(meta["text_hash"])] = list(vector)
         return found
 
+    @contextmanager
+    def _stale_guard(self) -> Iterator[None]:
+        try:
+            yield
+        except ChromaError as exc:
+            if "Error finding id" in str(exc):
+                raise StaleStoreError(f"collection {self.name!r}: {exc}") from exc
+            raise
+
     def search(
         self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None
     ) -> list[tuple[Chunk, float]]:
         if k <= 0 or self.count() == 0:
             return []
-        hits = self._store.similarity_search_by_vector_with_relevance_scores(
-            list(vector), k=k, filter=where
-        )
+        with self._stale_guard():
+            hits = self._store.similarity_search_by_vector_with_relevance_scores(
+                list(vector), k=k, filter=where
+            )
         return [(Chunk.from_metadata(doc.page_content, doc.metadata), dist) for doc, dist in hits]
 
     def vectors_for_ids(self, ids: Sequence[str]) -> dict[str, list[float]]:
         if not ids:
             return {}
-        got = self._collection.get(ids=list(ids), include=["embeddings"])
+        with self._stale_guard():
+            got = self._collection.get(ids=list(ids), include=["embeddings"])
         return {cid: list(vec) for cid, vec in zip(got["ids"], got["embeddings"], strict=True)}
