@@ -26,17 +26,25 @@ NODES = {"generate_queries", "retrieve", "generate_answer", "verify", "finalize"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    data = tmp_path_factory.mktemp("server-data")
-    env = smollm2_env(data, max_question_chars="500")
+def server_env(tmp_path_factory):
+    env = smollm2_env(tmp_path_factory.mktemp("server-data"), max_question_chars="500")
     ingest_docs_corpus(env)
+    return env
+
+
+@pytest.fixture(scope="module")
+def server(server_env, tmp_path_factory):
+    env = server_env
     existed = (REPO / ".langgraph_api").exists()
     port = free_port()
+    # a file, not a pipe: nobody reads a pipe while tests run, and a full pipe blocked
+    # the server's logging, so every later request hung
+    log = tmp_path_factory.mktemp("server-log") / "server.log"
     proc = subprocess.Popen(
         [RAG, "serve", "--port", str(port)],
         env=env,
         cwd=REPO,
-        stdout=subprocess.PIPE,
+        stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         text=True,
     )
@@ -50,7 +58,7 @@ def server(tmp_path_factory):
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"server did not start:\n{proc.stdout.read()}")
+            pytest.fail(f"server did not start:\n{log.read_text()}")
         time.sleep(0.5)
     yield url
     proc.terminate()
@@ -107,6 +115,39 @@ def test_thread_wait_stream_and_follow_up(server):
         assert other["queries"] == ["What does rag doctor do?"]  # a new thread starts clean
 
     run(scenario())
+
+
+def test_rag_ingest_from_a_shell_reaches_the_running_server(server, server_env, tmp_path):
+    """`rag ingest` is another process: the server must see its commits (a new collection,
+    then a changed file) without a restart."""
+
+    def ingest(text: str) -> None:
+        (tmp_path / "notes.md").write_text(f"# Release notes\n\n{text}\n")
+        subprocess.run(
+            [RAG, "ingest", str(tmp_path), "--collection", "notes"],
+            env=server_env,
+            check=True,
+            capture_output=True,
+        )
+
+    def ask() -> dict:
+        body = {
+            "assistant_id": "rag",
+            "input": {"question": "What is the release codename?", "collection": "notes"},
+        }
+        response = httpx.post(f"{server}/runs/wait", json=body, timeout=180)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    ingest("The release codename is Bluefin.")
+    first = ask()
+    assert first["error"] is None and first["retrieval"]["kept"] == 1
+    ingest("The release codename is Marlin. It ships in May.")
+    second = ask()
+    assert second["error"] is None and second["retrieval"]["kept"] == 1
+    # the passage changed with the file (before, this question failed: Chroma's
+    # "Error finding id" for the replaced chunk's vector)
+    assert second["retrieval"]["closest_distance"] != first["retrieval"]["closest_distance"]
 
 
 @pytest.mark.parametrize(
