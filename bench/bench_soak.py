@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -34,8 +33,10 @@ from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-RAG = str(Path(sys.executable).parent / "rag")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as bench/bench_soak.py
+# the same SmolLM2 server set-up as the slow server tests, so both exercise one thing
+from tests.local_service import RAG, ingest_docs_corpus, smollm2_env
+
 VALID = [
     "What does rag doctor do?",
     "How do I switch the answer generator to an OpenAI-compatible server?",
@@ -134,26 +135,17 @@ def tree_rss_mb(pid: int) -> float:
 
 
 def start_server(data: Path, port: int) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
-    env.update(
-        RAG_DATA_DIR=str(data),
-        RAG_GENERATOR_MODEL="local:smollm2",
-        RAG_QUERY_MODEL="local:smollm2",
-        RAG_VERIFIER_MODEL="local:smollm2",
-        RAG_JUDGE_MODEL="local:smollm2",
-        RAG_LLM_MAX_TOKENS="64",
-        RAG_K="3",
-        RAG_MAX_REGENERATIONS="0",  # one answer and one check per question: minutes, not hours
-        RAG_LLM_TIMEOUT_S="600",
-        RAG_MAX_QUESTION_CHARS="1000",
-        RAG_TRACING="off",
+    env = smollm2_env(
+        data,
+        judge_model="local:smollm2",
+        llm_max_tokens="64",
+        k="3",
+        max_regenerations="0",  # one answer and one check per question: minutes, not hours
+        llm_timeout_s="600",
+        max_question_chars="1000",
+        tracing="off",
     )
-    subprocess.run(
-        [RAG, "ingest", str(REPO / "docs_corpus"), "--json"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    ingest_docs_corpus(env)
     log = (data / "server.log").open("w")
     proc = subprocess.Popen(
         [RAG, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT

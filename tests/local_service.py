@@ -1,4 +1,5 @@
-"""Setup shared by slow tests that start a real `rag` server process on loopback."""
+"""Setup shared by slow tests (and bench/bench_soak.py) that start a real `rag` server
+process on loopback."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ def smollm2_env(data: Path, **settings: str) -> dict[str, str]:
         RAG_QUERY_MODEL="local:smollm2",
         RAG_VERIFIER_MODEL="local:smollm2",
         RAG_LLM_MAX_TOKENS="96",
-        **{f"RAG_{k.upper()}": v for k, v in settings.items()},
     )
+    env.update({f"RAG_{k.upper()}": v for k, v in settings.items()})  # may override those
     return env
 
 
