@@ -24,7 +24,7 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from graph import build_graph, prompts
-from graph.nodes import context_message
+from graph.context import context_message
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.collection import Collection
 from tools.config import load_settings

@@ -33,9 +33,11 @@ from tools.errors import ModelError
 from tools.grounding import strip_markers
 from tools.models import chat_model
 
-# what a report keeps of each verdict: with the answer check's confidence and the answer
-# it withheld, one run shows what any lower answer_check_threshold would have scored
-VERDICT_KEYS = ("grounded", "score", "unsupported", "answer_confidence", "withheld_answer")
+# what a report keeps of each verdict: with the confidence, one run shows what any other
+# verify_threshold would have labelled verified
+VERDICT_KEYS = ("grounded", "confidence", "unsupported", "missing")
+# an answer counts as right when its token F1 against a gold answer reaches this
+RIGHT_F1 = 0.5
 
 
 def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +52,8 @@ def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
     verdict = out.get("verdict") or {}
     if not abstained and "grounded" in verdict:  # a failed check counts as not grounded
         scores["grounded"] = bool(verdict.get("grounded"))
+        if item.answerable is not None:  # known gold: was the answer right?
+            scores["right"] = bool(item.answerable) and scores["f1"] >= RIGHT_F1
     return scores
 
 
@@ -142,6 +146,19 @@ def evaluate_answers(
     }
 
 
+def _verified(answered: Sequence[dict[str, Any]], answerable: int) -> dict[str, Any]:
+    """What "verified" is worth: the share of verified answers that are right
+    (precision), the share of answerable questions answered verified and right
+    (coverage), and the count of verified wrong answers, the failure users must not see."""
+    verified = [r for r in answered if r["scores"].get("grounded") and "right" in r["scores"]]
+    right = sum(bool(r["scores"]["right"]) for r in verified)
+    return {
+        "verified_precision": round(right / len(verified), 4) if verified else None,
+        "coverage": round(right / answerable, 4) if answerable else None,
+        "verified_wrong": len(verified) - right,
+    }
+
+
 def _keep(record: dict[str, Any], records: list[dict[str, Any]], log: Path | None) -> None:
     records.append(record)
     if log is not None:
@@ -174,6 +191,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "abstention_accuracy": _mean(collect("correct_abstention", unanswerable)),
         "false_abstention_rate": _mean([float(r["abstained"]) for r in answerable]),
         "grounded_rate": _mean(collect("grounded", answered)),
+        **_verified(answered, len(answerable)),
         "regeneration_rate": _mean([float(r["attempts"] > 1) for r in answered]),
         "completeness": _mean(collect("completeness", answered)),
         "contextual_accuracy": _mean(collect("contextual_accuracy", answered)),

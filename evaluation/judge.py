@@ -14,7 +14,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
-from graph.nodes import context_message
+from graph.context import context_message
 from graph.prompts import Prompt
 from tools.config import Settings
 from tools.structured import invoke_structured

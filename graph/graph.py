@@ -17,10 +17,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from graph import nodes
-from graph.configuration import settings_for
+from graph.configuration import SETTINGS_KEY, settings_for
 from graph.prompts import versions
 from graph.state import InputState, OutputState, State
 from tools import tracing
+from tools.config import Settings, load_settings
 
 NODE_NAMES = ("generate_queries", "retrieve", "rerank", "generate_answer", "verify", "finalize")
 
@@ -51,38 +52,51 @@ def config_for(
     thread_id: str | None = None,
     user_id: str | None = None,
     trace_seed: str | None = None,
-    **configurable: Any,
+    **settings: Any,
 ) -> RunnableConfig:
-    """A run config: settings overrides plus, when tracing is on, one trace for the run.
+    """An operator's run config: any settings, validated now, plus one trace for the run.
 
     ``graph.invoke({"question": q}, config_for(k=4, user_id="ana"))``; the answer's
-    ``trace_id`` then points at the run's trace.
+    ``trace_id`` then points at the run's trace. For in-process callers only: the
+    settings travel as a ``Settings`` object, which no JSON request can forge.
     """
+    validated = load_settings(settings)
+    configurable: dict[str, Any] = {SETTINGS_KEY: validated}
     if thread_id:
         configurable["thread_id"] = thread_id
-    settings = settings_for({"configurable": configurable})
-    traced = tracing.run_config(
+    return {**_traced(validated, thread_id, user_id, trace_seed), "configurable": configurable}
+
+
+def _traced(
+    settings: Settings, thread_id: str | None, user_id: str | None, trace_seed: str | None
+) -> RunnableConfig:
+    return tracing.run_config(
         settings,
         trace_id=tracing.new_trace_id(seed=trace_seed),
         session_id=thread_id,
         user_id=user_id,
         metadata={"prompts": versions()},
     )
-    return {**traced, "configurable": configurable}
 
 
 def make_graph(config: RunnableConfig) -> CompiledStateGraph:
     """Graph factory for the LangGraph server: each run gets its own trace, the thread
-    becomes the Langfuse session, and ``configurable.user_id`` the user."""
-    configurable = dict(config.get("configurable") or {})
+    becomes the Langfuse session, and ``configurable.user_id`` the user.
+
+    The run's config is a request, whatever route brought it (runs, batch, crons,
+    assistants, a merged ``checkpoint``): ``settings_for`` refuses any operator-only
+    setting in it, here and again in every node.
+    """
+    configurable = config.get("configurable") or {}
+    settings = settings_for(config)
     run_id = str(config.get("run_id") or configurable.get("run_id") or "") or None
-    traced = config_for(
-        thread_id=configurable.pop("thread_id", None),
-        user_id=configurable.pop("user_id", None),
-        trace_seed=run_id,
-        **{k: v for k, v in configurable.items() if not k.startswith(("__", "langgraph_"))},
+    user_id = configurable.get("user_id")
+    traced = _traced(
+        settings,
+        configurable.get("thread_id"),
+        user_id if isinstance(user_id, str) else None,
+        run_id,
     )
-    traced.pop("configurable")
     return build_graph().with_config(traced)
 
 

@@ -14,22 +14,21 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
-from pydantic import BaseModel, Field, conlist, create_model
+from pydantic import BaseModel, Field
 
 from graph import prompts
 from graph.configuration import settings_for
+from graph.context import context_message
 from graph.resources import embedder, llm, read_collection
 from graph.state import State
+from graph.verification import verify_answer
 from tools import tracing
-from tools.answer_check import yes_probability
 from tools.collection import Collection
-from tools.config import Settings
 from tools.errors import ModelError
-from tools.grounding import cited_numbers, missing_facts, statements, strip_markers
+from tools.grounding import cited_numbers, strip_markers
 from tools.rerank import make_reranker, rerank
 from tools.resilient import invoke_text
 from tools.retrieval import HybridRetriever, Passage, RetrievalReport, cut
-from tools.sanitize import PASSAGE_CLOSE, PASSAGE_OPEN, neutralise, one_line
 from tools.structured import invoke_structured
 from tools.vector_store import StaleStoreError
 
@@ -215,20 +214,6 @@ def rerank_passages(state: State, config: RunnableConfig) -> dict[str, Any]:
     return {"passages": [asdict(p) for p in kept], "retrieval": info}
 
 
-def context_message(passages: list[dict[str, Any]]) -> SystemMessage:
-    """The shared leading block of the generator's and the verifier's prompts.
-
-    The instruction comes first; each passage follows inside delimiters, neutralised
-    (tools.sanitize), so a document's text can never pose as a turn or an instruction.
-    """
-    numbered = "\n\n".join(
-        f"[{i}] ({one_line(Passage(**p).location())})\n"
-        f"{PASSAGE_OPEN}\n{neutralise(p['text'])}\n{PASSAGE_CLOSE}"
-        for i, p in enumerate(passages, 1)
-    )
-    return SystemMessage(prompts.CONTEXT.text.format(passages=numbered))
-
-
 @timed("generate_answer")
 def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
     settings = settings_for(config, state)
@@ -254,87 +239,38 @@ def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
     return update
 
 
-def _verdict_model(count: int) -> type[BaseModel]:
-    """A schema with exactly one boolean per statement, so the grammar forces the length."""
-    return create_model(
-        "Verdict", supported=(conlist(bool, min_length=count, max_length=count), ...)
-    )
-
-
 @timed("verify")
 def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
-    """The second LLM checks each statement; a literal check catches invented numbers/names."""
+    """The second LLM judges the question-answer pair against the cited passages
+    (graph/verification.py); the verdict says verified or not, with a confidence."""
     settings = settings_for(config, state)
-    claims = statements(state["draft"])
-    context = "\n".join(p["text"] for p in state["passages"])
-    numbered = "\n".join(f"{i}. {s}" for i, s in enumerate(claims, 1))
-    verdict: dict[str, Any] = {"checked_by": settings.verifier_model, "statements": len(claims)}
-    if not claims:  # e.g. "[1] [2]": nothing to check, and nothing worth returning as is
-        verdict.update(grounded=False, score=0.0, unsupported=[], missing={})
-        return {"verdict": verdict, "feedback": [prompts.NO_STATEMENT]}
     try:
-        judged = invoke_structured(
+        verdict = verify_answer(
             llm(settings, "verifier"),
-            _verdict_model(len(claims)),
-            [
-                context_message(state["passages"]),
-                HumanMessage(
-                    prompts.VERIFY.text.format(question=state["queries"][0], statements=numbered)
-                ),
-            ],
+            state["queries"][0],
+            state["draft"],
+            state["passages"],
+            threshold=settings.verify_threshold,
             retries=settings.llm_max_retries,
             config=config,
-        ).supported
+        )
     except ModelError as exc:  # a verifier failure must not lose the answer: mark it unchecked
-        verdict.update(
-            grounded=False, score=None, unsupported=[], missing={}, error=f"verifier failed: {exc}"
-        )
+        verdict = {"grounded": False, "confidence": None, "error": f"verifier failed: {exc}"}
         error = {"type": exc.kind, "stage": "verify", "message": str(exc)}
-        return {"verdict": verdict, "feedback": [], "error": error}
-    missing = {s: facts for s in claims if (facts := missing_facts(s, context))}
-    supported = [ok and s not in missing for s, ok in zip(claims, judged, strict=True)]
-    unsupported = [s for s, ok in zip(claims, supported, strict=True) if not ok]
-    verdict.update(
-        grounded=bool(claims) and not unsupported,
-        score=round(sum(supported) / len(claims), 3) if claims else 0.0,
-        unsupported=unsupported,
-        missing=missing,
-    )
+        return {"verdict": {"checked_by": settings.verifier_model, **verdict}, "error": error}
+    verdict["checked_by"] = settings.verifier_model
+    if verdict["confidence"] is not None:
+        tracing.score(settings, state.get("trace_id"), "verifier_confidence", verdict["confidence"])
+    missing = verdict["missing"]
     feedback = [
-        f"{s} (not in the passages: {', '.join(missing[s])})" if s in missing else s
-        for s in unsupported
+        f"{s} (not in the passages it cites: {', '.join(missing[s])})"
+        for s in verdict["unsupported"]
     ]
-    update: dict[str, Any] = {"verdict": verdict, "feedback": feedback}
-    if verdict["grounded"] and settings.answer_check_threshold > 0:
-        update.update(_check_answer(state, config, settings, verdict))
-    return update
-
-
-def _check_answer(
-    state: State, config: RunnableConfig, settings: Settings, verdict: dict[str, Any]
-) -> dict[str, Any]:
-    """Abstain from a verified answer the verifier is not sure answers *this* question."""
-    answer = strip_markers(state["draft"], set()).strip()
-    check = prompts.ANSWER_CHECK.text.format(question=state["queries"][0], answer=answer)
-    try:
-        confidence = yes_probability(
-            llm(settings, "verifier"),
-            [context_message(state["passages"]), HumanMessage(check)],
-            retries=settings.llm_max_retries,
-            config=config,
-        )
-    except ModelError as exc:  # the answer stands, marked: the check could not run
-        verdict["answer_check_error"] = str(exc)
-        return {"error": {"type": exc.kind, "stage": "answer_check", "message": str(exc)}}
-    verdict["answer_confidence"] = confidence = round(confidence, 4)
-    tracing.score(settings, state.get("trace_id"), "answer_confidence", confidence)
-    if confidence >= settings.answer_check_threshold:
-        return {}
-    verdict["withheld_answer"] = answer  # what it would have said: for tuning the threshold
-    reason = prompts.ABSTAIN_LOW_CONFIDENCE.format(
-        confidence=confidence, threshold=settings.answer_check_threshold
-    )
-    return {"abstain_reason": reason}
+    if not verdict["statements"]:  # e.g. "[1] [2]": nothing to check
+        feedback = [prompts.NO_STATEMENT]
+    elif not verdict["grounded"] and not feedback:
+        feedback = [prompts.NOT_CONFIRMED.format(answer=state["draft"].strip())]
+    return {"verdict": verdict, "feedback": feedback}
 
 
 @timed("finalize")
@@ -374,9 +310,8 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
                     "snippet": p.text[:240],
                 }
             )
-    if verdict.get("score") is not None:
-        tracing.score(settings, state.get("trace_id"), "grounded", bool(verdict["grounded"]))
-        tracing.score(settings, state.get("trace_id"), "support_score", verdict["score"])
+    outcome = "abstained" if abstain else "verified" if verdict.get("grounded") else "not_verified"
+    tracing.score(settings, state.get("trace_id"), "verified", outcome == "verified", outcome)
     references = [
         f"[{c['n']}] {Passage(**passages[c['n'] - 1]).location()}"
         + (f" ({c['heading']})" if c["heading"] else "")
@@ -385,6 +320,7 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
     return {
         "answer": answer,
         "abstained": bool(abstain),
+        "outcome": outcome,
         "citations": citations,
         "references": references,
         "verdict": verdict,

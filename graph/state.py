@@ -6,7 +6,7 @@ every per-question field; only ``messages`` (the conversation) accumulates.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Required
+from typing import Annotated, Any, Literal, Required
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -27,6 +27,9 @@ class OutputState(TypedDict, total=False):
     citations: list[dict[str, Any]]
     verdict: dict[str, Any]
     abstained: bool
+    # verified: the verifier's confidence reached verify_threshold; not_verified: shown
+    # with a warning; abstained: no answer given (graph/verification.py)
+    outcome: Literal["verified", "not_verified", "abstained"]
     queries: list[str]
     retrieval: dict[str, Any]
     timings: dict[str, float]  # seconds per node, reset by the first node of each question

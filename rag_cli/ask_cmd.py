@@ -13,22 +13,11 @@ from langchain_core.messages import AIMessage, HumanMessage, messages_from_dict,
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for, prompts
-from graph.nodes import context_message
+from graph.context import context_message
+from graph.state import OutputState
 from tools.config import Settings
 
-OUTPUT_KEYS = (
-    "answer",
-    "references",
-    "citations",
-    "verdict",
-    "abstained",
-    "error",
-    "queries",
-    "timings",
-    "trace_id",
-    "retrieval",
-    "prompts",
-)
+OUTPUT_KEYS = tuple(OutputState.__annotations__)  # the answer object, as the graph defines it
 
 
 def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
@@ -67,7 +56,7 @@ def _progress(node: str, update: dict[str, Any]) -> None:
         extra = f" ({info.get('kept', 0)} passages of {info.get('candidates', 0)} candidates)"
     elif node == "verify":
         verdict = update.get("verdict") or {}
-        extra = f" (grounded={verdict.get('grounded')}, score={verdict.get('score')})"
+        extra = f" (verified={verdict.get('grounded')}, confidence={verdict.get('confidence')})"
     print(
         f"  {node}: {seconds:.2f}s{extra}" if seconds is not None else f"  {node}",
         file=sys.stderr,
@@ -87,6 +76,22 @@ def answer(app: Any, inputs: dict[str, Any], config: dict[str, Any], show: bool)
     return {k: result.get(k) for k in OUTPUT_KEYS}
 
 
+def unverified_reason(verdict: dict[str, Any]) -> str:
+    """What could not be checked, in a sentence."""
+    if verdict.get("error"):
+        return f"the check could not run ({verdict['error']})."
+    missing = verdict.get("missing") or {}
+    if missing:
+        shown = "; ".join(f"{s!r}: {', '.join(m)}" for s, m in missing.items())
+        return f"not found in the passages each statement cites: {shown}."
+    confidence = verdict.get("confidence")
+    return (
+        f"the verifier is not sure the cited passages state this answer to this question "
+        f"(confidence {confidence if confidence is not None else 'n/a'}, below "
+        f"{verdict.get('threshold')})."
+    )
+
+
 def print_answer(out: dict[str, Any]) -> None:
     print()
     print(out["answer"])
@@ -101,10 +106,13 @@ def print_answer(out: dict[str, Any]) -> None:
     if out["abstained"]:
         print("\n(abstained)")
     elif verdict.get("grounded"):
-        print(f"\nVerified: every statement is supported (score {verdict['score']}).")
+        print(
+            f"\nVerified: the cited passages state this answer (verifier confidence "
+            f"{verdict['confidence']:.2f}, threshold {verdict['threshold']:g})."
+        )
     elif verdict:
-        reason = verdict.get("error") or "; ".join(verdict.get("unsupported") or [])
-        print(f"\nNOT VERIFIED (score {verdict.get('score')}): {reason}")
+        reason = unverified_reason(verdict)
+        print(f"\nNOT VERIFIED: {reason} Check the references before relying on it.")
     if out.get("trace_id"):
         print(f"trace: {out['trace_id']}")
 

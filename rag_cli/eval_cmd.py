@@ -25,7 +25,7 @@ from evaluation.report import (
 from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_sweep, with_overrides
 from ingest.partition import SPLITTERS
 from ingest.pipeline import IngestError
-from rag_cli import eval_answers_cmd, eval_judgments_cmd
+from rag_cli import eval_answers_cmd, eval_judgments_cmd, eval_verifier_cmd
 from tools.config import Settings
 from tools.models import embeddings
 
@@ -123,6 +123,7 @@ SUBCOMMANDS = (
     _register_retrieval,
     eval_judgments_cmd.register,
     eval_answers_cmd.register,
+    eval_verifier_cmd.register,
     _register_convert_cacm,
     _register_compare,
 )

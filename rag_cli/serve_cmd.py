@@ -58,6 +58,15 @@ def exposure_problem(host: str, settings: Settings) -> str | None:
     )
 
 
+def answering(host: str, settings: Settings) -> Settings:
+    """``settings`` with the bind address among the Host names the server answers
+    (a wildcard bind answers only the names the operator lists in allowed_hosts)."""
+    if is_loopback(host) or host in ("0.0.0.0", "::", "") or host in settings.allowed_hosts:
+        return settings
+    hosts = ",".join(filter(None, (settings.allowed_hosts, host)))
+    return settings.model_copy(update={"allowed_hosts": hosts})
+
+
 def server_config(workdir: Path) -> Path:
     """The repository's langgraph.json with absolute paths: the server resolves paths
     against its working directory, which here is under the data directory."""
@@ -100,6 +109,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"rag serve: error: {problem}", file=sys.stderr)
         return 2
     check_collections(settings)
+    settings = answering(args.host, settings)
     workdir = settings.data_dir.resolve() / "server"
     workdir.mkdir(parents=True, exist_ok=True)
     print(

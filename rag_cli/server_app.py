@@ -1,20 +1,22 @@
 """HTTP additions to the LangGraph server: an API key, request validation, and /healthz.
 
 The LangGraph server accepts any JSON as a run's input and would only fail inside the
-run; this middleware checks run-creating requests first, so a bad request gets a 422
-that says what is wrong and the server never starts a doomed run.
+run; this middleware checks every request that can start a run or store a config first,
+so a bad request gets a 4xx that says what is wrong and the server never starts a
+doomed run.
 
-A request may only tune how a question is answered (``REQUEST_SETTINGS``): settings
-that name files, hosts or models (``data_dir``, ``chroma_host``, ``generator_model``...)
-stay as the server was started, so no request can read outside the data directory or
-point the server at another host. With ``api_key`` set, every request must carry it
-in the ``X-API-Key`` header.
+A request may only tune how a question is answered (``tools.config.REQUEST_SETTINGS``),
+wherever it puts the setting: ``config.configurable``, ``context`` or ``checkpoint``, on
+runs, thread runs, streamed, waited or batched runs. The graph refuses the same
+settings again when it builds a run's ``Settings`` (graph/configuration.py), so a route
+this guard does not know still cannot change them. Routes the product does not use
+(crons, assistant changes, the store, MCP, A2A) are closed, and so are webhooks. With
+``api_key`` set, every request must carry it in the ``X-API-Key`` header.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import re
 from typing import Any
 
@@ -24,64 +26,64 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from graph.configuration import SETTINGS_KEY
 from tools.collection import list_collections
-from tools.config import ConfigError, Settings, load_settings
+from tools.config import ConfigError, Settings, load_settings, request_overrides
+from tools.http_guard import HttpGuard, parse_json, split_list
 
-RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream)?/?$")
-ASSISTANT_PATHS = re.compile(r"^/assistants(/[^/]+)?/?$")
-API_KEY_HEADER = "X-API-Key"
-REQUEST_SETTINGS = frozenset(
-    {
-        "collection",
-        "k",
-        "fetch_k",
-        "distance_threshold",
-        "hybrid_weight",
-        "retrieval_strategy",
-        "window",
-        "dedup_similarity",
-        "multi_query",
-        "rerank",
-        "rerank_keep",
-        "answer_style",
-        "max_regenerations",
-        "on_unverified",
-        "answer_check_threshold",
-    }
+RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream|/batch)?/?$")
+ASSISTANT_READS = re.compile(
+    r"^/assistants(/search|/count|/[^/]+(/graph|/schemas|/subgraphs.*)?)?/?$"
 )
+# Routes nothing in the product uses, each a way to store a config that runs later or
+# to reach state another client owns: refused for every method.
+CLOSED_PATHS = re.compile(r"^(/threads/[^/]+)?/runs/crons|^/store|^/mcp|^/a2a")
+API_KEY_HEADER = "X-API-Key"
+MAX_BODY_BYTES = 1_000_000
+MAX_MESSAGES = 100
+MAX_MESSAGE_CHARS = 20_000
 INPUT_FIELDS = {"question", "messages", "collection", "k", "rerank"}
 RERANKERS = ("none", "llm", "cross-encoder", "litellm")
 
 
 def _overrides(body: dict[str, Any]) -> dict[str, Any] | str:
-    """The settings a request overrides (config.configurable and context), or what is wrong."""
+    """The settings a request overrides (config.configurable, context, checkpoint), or
+    what is wrong."""
     config = body.get("config") or {}
     if not isinstance(config, dict):
         return "'config' must be an object"
+    if body.get("webhook") is not None:
+        return "'webhook' is not accepted: this server sends run records to no URL"
     found: dict[str, Any] = {}
     for where, values in (
         ("config.configurable", config.get("configurable")),
         ("context", body.get("context")),
+        ("checkpoint", body.get("checkpoint")),
     ):
         values = values or {}
         if not isinstance(values, dict):
             return f"'{where}' must be an object"
-        fixed = sorted(set(values) & set(Settings.model_fields) - REQUEST_SETTINGS)
-        if fixed:
-            return (
-                f"'{where}' may not set {fixed}: they are fixed when the server starts; "
-                f"a request may set {sorted(REQUEST_SETTINGS)}"
-            )
-        found.update({k: v for k, v in values.items() if k in Settings.model_fields})
+        if SETTINGS_KEY in values:
+            return f"'{where}' may not carry {SETTINGS_KEY!r}"
+        try:
+            found.update(request_overrides(values, where))
+        except ConfigError as exc:
+            return str(exc)
     return found
 
 
-def check_assistant_request(body: Any) -> str | None:
-    """Assistants carry a config for all their runs: the same rules as a run's."""
-    if not isinstance(body, dict):
-        return "the request body must be a JSON object"
-    problem = _overrides(body)
-    return problem if isinstance(problem, str) else None
+def _check_messages(messages: Any) -> str | None:
+    if messages is None:
+        return None
+    if not isinstance(messages, list):
+        return "'input.messages' must be a list"
+    if len(messages) > MAX_MESSAGES:
+        return f"'input.messages' has {len(messages)} messages, over {MAX_MESSAGES}"
+    for message in messages:
+        text = message.get("content") if isinstance(message, dict) else message
+        if len(str(text)) > MAX_MESSAGE_CHARS:
+            return f"a message in 'input.messages' is over {MAX_MESSAGE_CHARS} characters"
+    return None
 
 
 def check_run_request(body: Any, base: Settings) -> str | None:
@@ -91,8 +93,8 @@ def check_run_request(body: Any, base: Settings) -> str | None:
     overrides = _overrides(body)
     if isinstance(overrides, str):
         return overrides
-    if body.get("command") is not None and body.get("input") is None:
-        return None  # resuming an interrupted run carries no new question
+    if body.get("command") is not None:
+        return "'command' is not accepted: this graph never pauses for input"
     payload = body.get("input")
     if not isinstance(payload, dict):
         return "'input' must be an object with a 'question' string"
@@ -101,6 +103,9 @@ def check_run_request(body: Any, base: Settings) -> str | None:
         hint = "config.configurable.user_id sets the trace's user"
         where = f" ({hint})" if "user_id" in unknown else ""
         return f"unknown input field(s) {sorted(unknown)}{where}; accepted: {sorted(INPUT_FIELDS)}"
+    problem = _check_messages(payload.get("messages"))
+    if problem:
+        return problem
     question = payload.get("question")
     if not isinstance(question, str) or not question.strip():
         return "'input.question' is required and must be a non-empty string"
@@ -128,19 +133,34 @@ def check_run_request(body: Any, base: Settings) -> str | None:
 class ValidateRuns(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path
+        if CLOSED_PATHS.match(path):
+            return JSONResponse({"detail": f"{path} is not served here"}, 404)
         is_run = request.method == "POST" and RUN_PATHS.match(path)
-        is_assistant = request.method in ("POST", "PATCH") and ASSISTANT_PATHS.match(path)
-        if is_run or is_assistant:
+        read = request.method == "GET" or path.rstrip("/") in (
+            "/assistants/search",
+            "/assistants/count",
+        )
+        if path.startswith("/assistants") and not (read and ASSISTANT_READS.match(path)):
+            return JSONResponse(
+                {
+                    "detail": "assistants are fixed by the operator; runs take per-request "
+                    "settings in config.configurable"
+                },
+                403,
+            )
+        if is_run:
             try:
-                body = json.loads(await request.body() or b"null")
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                return JSONResponse({"detail": f"request body is not valid JSON: {exc}"}, 422)
-            if is_run:
-                problem = check_run_request(body, load_settings())
-            else:
-                problem = check_assistant_request(body)
-            if problem:
-                return JSONResponse({"detail": problem}, 422)
+                body = parse_json(await request.body())
+            except ValueError as exc:
+                return JSONResponse({"detail": str(exc)}, 422)
+            runs = body if path.rstrip("/").endswith("/batch") else [body]
+            if not isinstance(runs, list):
+                return JSONResponse({"detail": "a batch is a JSON list of runs"}, 422)
+            base = load_settings()
+            for run in runs:
+                problem = check_run_request(run, base)
+                if problem:
+                    return JSONResponse({"detail": problem}, 422)
         return await call_next(request)
 
 
@@ -166,4 +186,10 @@ async def healthz(_: Request) -> JSONResponse:
 
 app = Starlette(routes=[Route("/healthz", healthz)])
 app.add_middleware(ValidateRuns)
-app.add_middleware(RequireApiKey)  # added last, so it runs first
+app.add_middleware(RequireApiKey)
+app.add_middleware(  # added last, so it runs first
+    HttpGuard,
+    allowed_hosts=lambda: split_list(load_settings().allowed_hosts),
+    allowed_origins=lambda: split_list(load_settings().allowed_origins),
+    max_body=MAX_BODY_BYTES,
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rag_cli.serve_cmd import is_loopback
+from rag_cli.serve_cmd import answering, is_loopback
 from tools.collection import check_collections
 from tools.config import Settings
 
@@ -44,5 +44,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         f"flags in {settings.data_dir.resolve() / 'flags.sqlite'}); Ctrl-C stops",
         flush=True,
     )
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        create_app(answering(args.host, settings)),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+    )
     return 0

@@ -44,6 +44,7 @@ from rag_ui.sessions import Session, Sessions
 from tools import tracing
 from tools.collection import list_collections
 from tools.config import Settings
+from tools.http_guard import HttpGuard, parse_json, split_list
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -75,13 +76,10 @@ async def _body(request: Request, fields: frozenset[str]) -> dict[str, Any]:
     plain form posts out: a cross-site JSON POST needs a CORS preflight we never grant."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise BadRequest(415, "send a JSON body with Content-Type: application/json")
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
-    try:
-        body = json.loads(raw or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(422, f"request body is not valid JSON: {exc}") from None
+    try:  # HttpGuard has capped the body at MAX_BODY_BYTES already
+        body = parse_json(await request.body())
+    except ValueError as exc:
+        raise BadRequest(422, str(exc)) from None
     if not isinstance(body, dict):
         raise BadRequest(422, "the request body must be a JSON object")
     unknown = sorted(set(body) - fields)
@@ -249,6 +247,12 @@ def create_app(settings: Settings) -> Starlette:
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={BadRequest: _bad_request},
+    )
+    app.add_middleware(
+        HttpGuard,
+        allowed_hosts=lambda: split_list(settings.allowed_hosts),
+        allowed_origins=lambda: split_list(settings.allowed_origins),
+        max_body=MAX_BODY_BYTES,
     )
     app.state.chat = chat
     return app

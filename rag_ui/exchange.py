@@ -73,6 +73,7 @@ def build_exchange(
         "queries": state.get("queries") or [],
         "answer": state.get("answer", ""),
         "abstained": bool(state.get("abstained")),
+        "outcome": state.get("outcome"),
         "error": state.get("error"),
         "verdict": state.get("verdict") or {},
         "citations": state.get("citations") or [],

@@ -134,12 +134,14 @@ class Settings(BaseModel):
     on_unverified: Literal["return", "abstain"] = Field(
         "return", description="After the last failed check: return marked, or abstain."
     )
-    answer_check_threshold: float = Field(
-        0.0,
+    verify_threshold: float = Field(
+        0.5,
         ge=0.0,
         le=1.0,
-        description="Abstain when the verifier's probability that a verified answer answers "
-        "exactly the question is below this; 0 = no check (tools/answer_check.py).",
+        description="An answer is labelled verified only when the verifier's confidence "
+        "(P(yes) that the cited passages state this answer to this question) reaches this. "
+        "The default gave 95% precision on the verifier benchmark's dev split "
+        "(docs_corpus/answering-and-verification.md).",
     )
     max_question_chars: int = Field(2000, ge=10, le=100_000)
 
@@ -151,6 +153,17 @@ class Settings(BaseModel):
     allow_remote: bool = Field(
         False,
         description="Let `rag serve` bind a non-loopback host without an api_key.",
+    )
+
+    allowed_hosts: str = Field(
+        "",
+        description="Comma-separated host names the servers answer besides loopback (the "
+        "Host header; defeats DNS rebinding); '*' answers any.",
+    )
+    allowed_origins: str = Field(
+        "",
+        description="Comma-separated web origins (https://app.example) whose pages may call "
+        "the servers; others get a 403. Empty: only the server's own origin.",
     )
 
     tracing: Literal["auto", "off", "local", "langfuse"] = Field(
@@ -197,6 +210,42 @@ class Settings(BaseModel):
 
     def resolved_cache_dir(self) -> Path:
         return self.cache_dir.resolve()
+
+
+# The settings a request from outside the process (a server run, a chat-page toggle) may
+# change: only how a question is answered. Everything that names a model, a host, a key,
+# a path, tracing, a timeout or a threshold stays as the operator started the service.
+REQUEST_SETTINGS = frozenset(
+    {
+        "collection",
+        "k",
+        "fetch_k",
+        "hybrid_weight",
+        "retrieval_strategy",
+        "window",
+        "dedup_similarity",
+        "multi_query",
+        "rerank",
+        "rerank_keep",
+        "answer_style",
+        "max_regenerations",
+        "on_unverified",
+    }
+)
+
+
+def request_overrides(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The settings in a request's ``values``, refusing any that only the operator may set.
+
+    Keys that are not settings (thread_id, checkpoint_id...) are left to their owners.
+    """
+    fixed = sorted(set(values) & set(Settings.model_fields) - REQUEST_SETTINGS)
+    if fixed:
+        raise ConfigError(
+            f"{where!r} may not set {fixed}: only the operator sets them, when the service "
+            f"starts; a request may set {sorted(REQUEST_SETTINGS)}"
+        )
+    return {k: v for k, v in values.items() if k in REQUEST_SETTINGS}
 
 
 def _from_toml(path: Path) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Embedding similarity cannot tell a true claim from one with a wrong number (both
 score about 0.78 in the field notes), so before (and besides) the verifier LLM we
-check literally that every number and name in a statement occurs in the passages.
+check literally that every number, name and code token in a statement occurs in the
+passages. Answers are Markdown, often near-verbatim copies of docs with fenced blocks
+and inline code, so the check reads Markdown rather than pairing any two backticks.
 """
 
 from __future__ import annotations
@@ -11,9 +13,26 @@ import re
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s*(?:\[\d{1,3}\])+)?\s+(?=[A-Z0-9\"'(`*-])")
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])")
-_NAME = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*\b")
-_CODEISH = re.compile(r"`([^`]+)`")
+
+# A literal must not be glued to its neighbours, or `RAG_K` would be found in RAG_K_MAX,
+# 45 in 450 or 4.45, `--k` in --keep, `-k` in --k and `gpt-4o` in gpt-4o-mini. Word
+# characters glue; "." glues a word character after it (and anything before it, as for
+# decimals); "-" glues two letters and a flag's dashes, but not digits ("10-20" holds 20).
+_START = r"(?<![\w.])(?<!-(?=-))(?<![^\W\d]-(?=[^\W\d]))"
+_END = r"(?!\w|\.\w|(?<=[^\W\d])-[^\W\d])"
+_NUMBER = re.compile(_START + r"\d+(?:[.,]\d+)*" + _END)
+_NAME = re.compile(_START + r"[A-Z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*" + _END)
+_FIRST_WORD = re.compile(r"\W*(\w+)")
+# In code every run of these is a token: a command word, flag, setting, path, number or
+# model spec such as openai:gpt-4o-mini@http://127.0.0.1:8000/v1 ($, quotes, brackets
+# and commas separate). Trailing ".:@=-/" are punctuation (`RAG_API_KEY=...`) or a
+# directory's optional slash.
+_CODE_TOKEN = re.compile(r"[\w~./+:@=%-]+")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# CommonMark: a fence is 3+ backticks (info string without backticks) or 3+ tildes,
+# indented at most 3 spaces; a backtick string is a maximal run of backticks
+_FENCE = re.compile(r" {0,3}(?P<fence>`{3,}(?=[^`]*$)|~{3,})(?P<info>.*)")
+_BACKTICKS = re.compile(r"`+")
 
 
 def cited_numbers(text: str) -> list[int]:
@@ -45,21 +64,90 @@ def statements(answer: str) -> list[str]:
     return [p for p in parts if re.search(r"\w", _MARKER.sub("", p))]
 
 
-def _normalise(text: str) -> str:
-    return re.sub(r"\s+", " ", text.replace(",", "")).lower()
+def _blocks(text: str) -> tuple[list[str], list[str]]:
+    """Split Markdown into prose blocks and the bodies of fenced code blocks.
+
+    A fence closes only with the same character, at least as many of them and no info
+    string; an answer cut off inside a block (a truncated answer) is code to its end.
+    """
+    prose: list[str] = []
+    code: list[str] = []
+    lines: list[str] = []
+    fence = ""
+    for line in text.splitlines():
+        found = _FENCE.fullmatch(line)
+        if not fence and found:
+            prose.append("\n".join(lines))
+            lines, fence = [], found["fence"]
+        elif (
+            fence
+            and found
+            and found["fence"][0] == fence[0]
+            and len(found["fence"]) >= len(fence)
+            and not found["info"].strip()
+        ):
+            code.append("\n".join(lines))
+            lines, fence = [], ""
+        else:
+            lines.append(line)
+    (code if fence else prose).append("\n".join(lines))
+    return prose, code
+
+
+def _inline_code(block: str) -> tuple[str, list[str]]:
+    """Cut the code spans out of a prose block: (the prose, with a space for each; their text).
+
+    CommonMark: a run of N backticks opens a span that the next run of exactly N backticks
+    closes; a run with no such partner is literal text. So ``a `b` c`` is one span, and the
+    prose between two spans is never taken for code.
+    """
+    runs = list(_BACKTICKS.finditer(block))
+    partner: dict[int, int] = {}  # run -> the next run of the same length, if any
+    nearest: dict[int, int] = {}  # length -> the nearest run of that length seen so far
+    for later in reversed(range(len(runs))):
+        length = len(runs[later].group())
+        if length in nearest:
+            partner[later] = nearest[length]
+        nearest[length] = later
+    pieces: list[str] = []
+    spans: list[str] = []
+    last = index = 0
+    while index < len(runs):
+        if index not in partner:  # unmatched: literal backticks
+            index += 1
+            continue
+        opener, closer = runs[index], runs[partner[index]]
+        pieces.append(block[last : opener.start()])
+        spans.append(block[opener.end() : closer.start()])
+        last, index = closer.end(), partner[index] + 1
+    pieces.append(block[last:])
+    return " ".join(pieces), spans
+
+
+def _found(literal: str, text: str) -> bool:
+    """Whether ``literal`` occurs in ``text`` as a whole token, ignoring case."""
+    return re.search(_START + re.escape(literal) + _END, text, re.IGNORECASE) is not None
 
 
 def missing_facts(statement: str, context: str) -> list[str]:
-    """Numbers and names in ``statement`` that appear nowhere in ``context``.
+    """Numbers, names and code tokens in ``statement`` that occur in ``context`` nowhere.
 
-    Names are capitalised words not at the start of the sentence and code spans;
-    comparison ignores case, whitespace and thousands separators.
+    From prose: numbers, and capitalised words except a block's first word. From code
+    (fenced or inline): every token. Each is looked for in the context as a whole token
+    (see ``_START``), ignoring case and thousands separators; tokens hold no whitespace,
+    so line breaks and spacing never matter.
     """
-    body = _MARKER.sub("", statement)
-    haystack = _normalise(context)
-    candidates = [n for n in _NUMBER.findall(body)]
-    words = _NAME.findall(body)
-    first = re.match(r"\W*(\w+)", body)
-    candidates += [w for w in words if not (first and w == first.group(1))]
-    candidates += _CODEISH.findall(body)
-    return [c for c in dict.fromkeys(candidates) if _normalise(c) not in haystack]
+    prose, fenced = _blocks(_THOUSANDS.sub("", _MARKER.sub("", statement)))
+    haystack = _THOUSANDS.sub("", context)
+    candidates: list[str] = []
+    code = list(fenced)
+    for block in prose:
+        text, spans = _inline_code(block)
+        code += spans
+        first = _FIRST_WORD.match(text)
+        candidates += _NUMBER.findall(text)
+        candidates += [w for w in _NAME.findall(text) if not (first and w == first.group(1))]
+    for part in code:
+        tokens = (t.rstrip(".:@=-/") for t in _CODE_TOKEN.findall(part))
+        candidates += [t for t in tokens if any(c.isalnum() for c in t)]
+    return [c for c in dict.fromkeys(candidates) if not _found(c, haystack)]

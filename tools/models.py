@@ -95,9 +95,20 @@ def embeddings(settings: Settings) -> Embeddings:
     )
 
 
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def key_base_url() -> str:
+    """The one base URL ``OPENAI_API_KEY`` belongs to: ``OPENAI_BASE_URL`` or OpenAI's."""
+    return (os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL).rstrip("/")
+
+
 def _openai_key(spec: ModelSpec, setting: str) -> str:
+    """The key to send with ``spec``: ``OPENAI_API_KEY`` only to the base URL it was
+    configured for, so a spec naming another host never receives it."""
     key = os.environ.get("OPENAI_API_KEY")
-    if key:
+    own_host = (spec.base_url or key_base_url()).rstrip("/") == key_base_url()
+    if key and own_host:
         return key
     if spec.base_url:  # self-hosted OpenAI-compatible servers usually ignore the key
         return "not-needed"

@@ -261,12 +261,13 @@ function verdictLine(ex) {
   const line = el("div", { class: "verdict", "data-testid": "verdict" });
   if (ex.abstained) line.append(el("span", { class: "badge neutral" }, "abstained"));
   if (v.grounded === true) {
-    line.append(el("span", { class: "badge ok" }, "grounded"), `score ${fmt(v.score)}`);
-  } else if (v.score !== undefined) {
-    line.append(el("span", { class: "badge bad" }, "not verified"), `score ${fmt(v.score)}`);
+    line.append(el("span", { class: "badge ok" }, "verified"), `confidence ${fmt(v.confidence)}`);
+  } else if (v.confidence !== undefined) {
+    line.append(el("span", { class: "badge bad" }, "not verified"),
+      `confidence ${fmt(v.confidence)}: check the sources before relying on this answer`);
     if (v.error) line.append(el("div", { class: "error" }, v.error));
     if ((v.unsupported || []).length) {
-      line.append(el("div", {}, "Unsupported statements (highlighted):"),
+      line.append(el("div", {}, "Statements the cited passages do not support (highlighted):"),
         el("ul", {}, ...v.unsupported.map((s) => el("li", {}, s))));
     }
   } else if (!ex.abstained) {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -51,13 +50,15 @@ class Models:
 
     def __init__(self, monkeypatch) -> None:
         self.answer = "Run make demo to install the service [1]."
-        self.support: list[bool] | None = None  # None = everything supported
+        # the verifier's P(yes): one value, or one per call (popped in order)
+        self.confidence: float | list[float] = 0.9
         self.grades: dict[str, int] = {}
         self.rephrased = "How do I turn off tracing in Langfuse?"
         self.chats = {
             role: RuleChat(respond=getattr(self, f"_{role}"))
             for role in ("generator", "query", "verifier")
         }
+        self.chats["verifier"].first_token = self._verifier_yes
         monkeypatch.setattr(nodes, "llm", lambda settings, role: self.chats[role])
 
     def _generator(self, messages) -> str:
@@ -73,11 +74,15 @@ class Models:
         return json.dumps({"grade": next((g for k, g in self.grades.items() if k in passage), 0)})
 
     def _verifier(self, messages) -> str:
-        count = len(re.findall(r"^\d+\. ", messages[-1].text, flags=re.M))
-        support = self.support if self.support is not None else [True] * count
-        if isinstance(support, str):
-            return support
-        return json.dumps({"supported": support[:count]})
+        return "yes"  # only read when a test takes the log-probabilities away
+
+    def _verifier_yes(self, messages) -> dict[str, float]:
+        p = self.confidence if isinstance(self.confidence, float) else self.confidence.pop(0)
+        return {" yes": p, "no": 1 - p}
+
+    def no_logprobs(self) -> None:
+        """The verifier returns no log-probabilities, as some providers do: it fails."""
+        self.chats["verifier"].first_token = None
 
 
 @pytest.fixture

@@ -99,6 +99,7 @@ def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path
         "exact_match": 0.0,
         "f1": 0.5,
         "grounded": True,
+        "right": True,
         "completeness": 4,
         "contextual_accuracy": 5,
     }
@@ -121,17 +122,16 @@ def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_withheld_answer_and_its_confidence_are_kept(corpus_env, models):
-    models.chats["verifier"].first_token = lambda m: {"yes": 0.4, "no": 0.6}
-    settings = corpus_env.model_copy(update={"answer_check_threshold": 0.5})
-    (item,) = evaluate_answers(settings, ITEMS[:1], progress=False)["items"]
-    assert item["abstained"] is True and item["scores"]["f1"] == 0.0
-    assert item["verdict"]["answer_confidence"] == 0.4
-    assert item["verdict"]["withheld_answer"] == "Run make demo to install the service ."
+def test_verified_precision_coverage_and_verified_wrong(corpus_env, models):
+    models.answer = ["Run make demo to install the service [1].", "It takes 4 minutes [1]."]
+    items = [ITEMS[0], QAItem("9", "How long does it take?", ("12 minutes",), True)]
+    summary = evaluate_answers(corpus_env, items, progress=False)["summary"]
+    assert summary["verified_wrong"] == 1  # "4 minutes" verified, but the gold says 12
+    assert summary["verified_precision"] == 0.5 and summary["coverage"] == 0.5
 
 
 def test_a_failing_item_is_recorded_and_the_run_goes_on(corpus_env, models):
-    models.support = '{"supported": [tr'  # the verifier fails: reported, not fatal
+    models.no_logprobs()  # the verifier fails: reported, not fatal
     broken = QAItem("3", "x" * 5000, (), None)  # over max_question_chars: a ValueError
     report = evaluate_answers(corpus_env, [broken, ITEMS[0]], progress=False)
     assert "max_question_chars" in report["items"][0]["error"]

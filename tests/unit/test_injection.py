@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from graph import build_graph
-from graph.nodes import context_message
+from graph import build_graph, config_for
+from graph.context import context_message
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.unit.conftest import EMB
@@ -120,12 +120,11 @@ def test_planted_instructions_change_neither_answer_nor_verdict(hostile_env, mod
     models.chats["generator"].respond = lambda m: (
         "PWNED" if _obeys_planted_text(m) else "Run make demo to install the service [1]."
     )
-    models.chats["verifier"].respond = lambda m: (
-        '{"supported": [true]}' if _obeys_planted_text(m) else '{"supported": [false]}'
+    models.chats["verifier"].first_token = lambda m: (
+        {"yes": 0.99, "no": 0.01} if _obeys_planted_text(m) else {"yes": 0.1, "no": 0.9}
     )
     out = build_graph().invoke(
-        {"question": "How do I install the service?"},
-        {"configurable": {"k": 3, "max_regenerations": 0}},
+        {"question": "How do I install the service?"}, config_for(k=3, max_regenerations=0)
     )
     assert models.chats["generator"].calls[0][0].text.count("\n<passage>\n") == 3  # all seen
     assert "PWNED" not in out["answer"]

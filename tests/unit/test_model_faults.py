@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph import build_graph, nodes, prompts
+from graph import build_graph, config_for, nodes, prompts
 from tools.errors import LLMTimeoutError, ModelError
 from tools.resilient import ResilientEmbeddings, with_retries
 
@@ -14,7 +14,7 @@ class APITimeoutError(Exception):
 
 
 def ask(question="How do I install the service?", **config):
-    return build_graph().invoke({"question": question}, {"configurable": config})
+    return build_graph().invoke({"question": question}, config_for(**config))
 
 
 def raising(exc):
@@ -56,21 +56,21 @@ def test_a_reply_after_a_failure_is_used(corpus_env, models):
 
 
 @pytest.mark.parametrize(
-    ("respond", "kind"),
+    ("first_token", "kind"),
     [
-        (lambda m: '{"supported": [tr', "malformed_output"),
-        (lambda m: "not json at all", "malformed_output"),
-        (lambda m: '{"supported": "yes"}', "malformed_output"),
+        (None, "malformed_output"),  # no log-probabilities at all
+        (lambda m: {"maybe": 0.9, "x": 0.1}, "malformed_output"),  # neither yes nor no
         (raising(ValueError("provider exploded")), "model_error"),
         (raising(LLMTimeoutError("verifier timed out")), "timeout"),
     ],
 )
-def test_verifier_fault_keeps_the_answer_marked_unchecked(corpus_env, models, respond, kind):
-    models.chats["verifier"].respond = respond
+def test_verifier_fault_keeps_the_answer_marked_unchecked(corpus_env, models, first_token, kind):
+    models.chats["verifier"].first_token = first_token
     out = ask(llm_max_retries=1)
     assert out["error"]["type"] == kind and out["error"]["stage"] == "verify"
     assert out["answer"].startswith("Run make demo") and out["abstained"] is False
-    assert out["verdict"]["grounded"] is False and out["verdict"]["score"] is None
+    assert out["verdict"]["grounded"] is False and out["verdict"]["confidence"] is None
+    assert out["outcome"] == "not_verified"
     assert len(models.chats["generator"].calls) == 1  # an unchecked answer is not regenerated
 
 
@@ -81,7 +81,7 @@ def test_failed_rephrasing_falls_back_to_the_question(corpus_env, models):
     history = [HumanMessage("How do I enable tracing?"), AIMessage("Set the keys [1].")]
     out = build_graph().invoke(
         {"question": "How do I install the service?", "messages": history},
-        {"configurable": {"llm_max_retries": 1, "multi_query": 3}},
+        config_for(llm_max_retries=1, multi_query=3),
     )
     assert out["queries"] == ["How do I install the service?"] and out["error"] is None
     assert out["abstained"] is False
@@ -124,7 +124,7 @@ def test_error_is_reset_by_the_next_question_on_a_thread(corpus_env, models):
     from langgraph.checkpoint.memory import InMemorySaver
 
     app = build_graph(checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "t", "llm_max_retries": 0}}
+    config = config_for(thread_id="t", llm_max_retries=0)
     models.chats["generator"].respond = raising(RuntimeError("down"))
     assert app.invoke({"question": "How do I install the service?"}, config)["error"]
     models.chats["generator"].respond = lambda m: "Run make demo to install the service [1]."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from graph import build_graph
+from graph import build_graph, config_for
 from tools.config import load_settings
 from tools.documents import Chunk
 from tools.retrieval import HybridRetriever
@@ -13,7 +13,7 @@ FIELDS = {"chunk_id", "source", "location", "stage", "reason", "score", "distanc
 
 
 def ask(question, config):
-    return build_graph().invoke({"question": question}, {"configurable": config})
+    return build_graph().invoke({"question": question}, config_for(**config))
 
 
 def test_threshold_cuts_are_listed_best_first_with_scores(corpus_env, models):

@@ -15,7 +15,7 @@ from tools.config import load_settings, masked
 def client(tmp_path):
     (tmp_path / "data" / "collections").mkdir(parents=True)
     (tmp_path / "data" / "collections" / "docs.sqlite").touch()  # list_collections sees it
-    return TestClient(app)
+    return TestClient(app, base_url="http://127.0.0.1:8123")
 
 
 def run(client, configurable=None, headers=None, **input_fields):
@@ -61,7 +61,105 @@ def test_requests_cannot_change_fixed_settings(client, setting):
     assistant = client.post(
         "/assistants", json={"graph_id": "rag", "config": {"configurable": {setting: "/"}}}
     )
-    assert assistant.status_code == 422
+    assert assistant.status_code == 403
+
+
+EVIL_MODEL = {"generator_model": "openai:evil@http://127.0.0.1:9/v1"}
+QUESTION = {"assistant_id": "rag", "input": {"question": "q"}}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("post", "/runs", {**QUESTION, "config": {"configurable": EVIL_MODEL}}, 422),
+        ("post", "/runs/stream", {**QUESTION, "context": EVIL_MODEL}, 422),
+        ("post", "/threads/t1/runs/wait", {**QUESTION, "checkpoint": EVIL_MODEL}, 422),
+        (
+            "post",
+            "/runs/batch",
+            [QUESTION, {**QUESTION, "config": {"configurable": EVIL_MODEL}}],
+            422,
+        ),
+        ("post", "/runs/batch", {"not": "a list"}, 422),
+        ("post", "/runs/crons", {**QUESTION, "schedule": "* * * * *"}, 404),
+        ("post", "/threads/t1/runs/crons", {**QUESTION, "schedule": "* * * * *"}, 404),
+        ("post", "/assistants", {"graph_id": "rag"}, 403),
+        ("patch", "/assistants/a1", {"config": {}}, 403),
+        ("delete", "/assistants/a1", None, 403),
+        ("post", "/assistants/a1/latest", {"version": 1}, 403),
+        ("post", "/runs/wait", {**QUESTION, "webhook": "http://127.0.0.1:9/hook"}, 422),
+        ("post", "/runs/wait", {**QUESTION, "command": {"resume": 1}}, 422),
+        ("post", "/runs/wait", {**QUESTION, "config": {"configurable": {"rag_settings": {}}}}, 422),
+        ("put", "/store/items", {"namespace": ["a"], "key": "k", "value": {}}, 404),
+        ("post", "/mcp", {}, 404),
+        ("post", "/a2a/rag", {}, 404),
+    ],
+)
+def test_every_route_that_can_start_a_run_or_store_config_is_guarded(
+    client, method, path, body, status
+):
+    kwargs = {} if body is None else {"json": body}
+    response = client.request(method.upper(), path, **kwargs)
+    assert response.status_code == status, response.text
+    if status == 404:  # refused by the guard, not merely absent from this test's app
+        assert "not served here" in response.json()["detail"]
+
+
+def test_reading_assistants_stays_open(client):
+    assert client.post("/assistants/search", json={}).status_code == 404  # reached LangGraph
+    assert client.get("/assistants/a1").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # nesting Python's parser cannot follow
+        b'{"assistant_id": "rag", "input": {"question": "q", "messages": ['
+        + b",".join([b'{"role": "user", "content": "hi"}'] * 101)
+        + b"]}}",
+        b'{"assistant_id": "rag", "input": {"question": "q", "messages": [{"role": "user", '
+        b'"content": "' + b"x" * 20_001 + b'"}]}}',
+    ],
+)
+def test_junk_and_oversized_histories_are_4xx(client, body):
+    response = client.post("/runs/wait", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+
+
+def test_a_body_over_the_cap_is_refused_before_it_is_read(client):
+    big = b"x" * 1_000_001
+    response = client.post("/runs/wait", content=big)
+    assert response.status_code == 413
+
+    def trickle():  # no Content-Length: the cap holds on the stream itself
+        for _ in range(2000):
+            yield b"y" * 1000
+
+    assert client.post("/runs/wait", content=trickle()).status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"host": "evil.example"}, 403),  # DNS rebinding: a foreign name on our address
+        ({"host": "evil.example:8123"}, 403),
+        ({"origin": "http://127.0.0.1:9999"}, 403),  # another local origin
+        ({"origin": "null"}, 403),
+        ({"host": "127.0.0.1:8123", "origin": "http://127.0.0.1:8123"}, 200),
+        ({"host": "[::1]:8123"}, 200),
+        ({"host": "localhost:8123"}, 200),
+    ],
+)
+def test_host_and_origin_are_checked(client, headers, status):
+    assert client.get("/healthz", headers=headers).status_code == status
+
+
+def test_operator_lists_more_hosts_and_origins(client, monkeypatch):
+    monkeypatch.setenv("RAG_ALLOWED_HOSTS", "rag.internal")
+    monkeypatch.setenv("RAG_ALLOWED_ORIGINS", "https://app.example")
+    ok = {"host": "rag.internal", "origin": "https://app.example"}
+    assert client.get("/healthz", headers=ok).status_code == 200
+    assert client.get("/healthz", headers={"host": "other.internal"}).status_code == 403
 
 
 def test_api_key_is_required_when_set(client, monkeypatch):
@@ -102,3 +200,35 @@ def test_rag_serve_refuses_an_open_public_bind(capsys):
 def test_cli_k_over_the_limit_is_a_clear_error(capsys):
     assert main(["ask", "question", "--k", "500"]) == 2
     assert "k = 500" in capsys.readouterr().err
+
+
+def test_the_graph_refuses_operator_settings_from_any_request():
+    """Defence in depth: whatever route brought a config, the graph itself refuses it."""
+    from graph.configuration import settings_for
+    from graph.graph import config_for, make_graph
+    from tools.config import ConfigError
+
+    for bad in (EVIL_MODEL, {"data_dir": "/etc"}, {"verify_threshold": 0.0}):
+        with pytest.raises(ConfigError, match="may not set"):
+            settings_for({"configurable": {**bad, "thread_id": "t"}})
+        with pytest.raises(ConfigError, match="may not set"):
+            make_graph({"configurable": bad})
+    forged = {"configurable": {"rag_settings": {"generator_model": "openai:x@http://h/v1"}}}
+    assert settings_for(forged).generator_model == "local"  # a dict is not a Settings
+    assert settings_for({"configurable": {"k": 3}}).k == 3
+    operator = config_for(generator_model="openai:mine@http://127.0.0.1:8000/v1", k=2)
+    assert settings_for(operator).generator_model.startswith("openai:mine")
+
+
+def test_the_openai_key_goes_only_to_its_own_base_url(monkeypatch):
+    from tools.model_spec import parse_model_spec
+    from tools.models import _openai_key
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    spec = lambda text: parse_model_spec(text, kind="chat")  # noqa: E731
+    assert _openai_key(spec("openai:gpt-4o-mini"), "RAG_GENERATOR_MODEL") == "sk-secret"
+    evil = spec("openai:evil@http://127.0.0.1:9/v1")
+    assert _openai_key(evil, "RAG_GENERATOR_MODEL") == "not-needed"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/")
+    assert _openai_key(evil, "RAG_GENERATOR_MODEL") == "sk-secret"  # the operator's choice

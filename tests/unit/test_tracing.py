@@ -62,7 +62,7 @@ def test_local_sink_records_one_trace_with_a_span_per_node(corpus_env, models, c
     tree = capsys.readouterr().out
     assert tree.splitlines()[0].startswith("agentic-rag")
     assert "generate_answer" in tree and "[generation]" in tree
-    assert "score grounded = 1.0" in tree and "score support_score = 1.0" in tree
+    assert "score verified = 1.0 (verified)" in tree and "score verifier_confidence = 0.9" in tree
 
 
 def test_follow_up_rephrasing_is_traced_too(corpus_env, models):
@@ -151,7 +151,7 @@ def test_wire_format_auth_spans_and_scores(corpus_env, models, langfuse_env):
     scores = [json.loads(body) for path, _, body in server.requests if "scores" in path]
     flat = [s for item in scores for s in (item if isinstance(item, list) else [item])]
     text = json.dumps(flat)
-    assert "grounded" in text and "support_score" in text and out["trace_id"] in text
+    assert "verifier_confidence" in text and "verified" in text and out["trace_id"] in text
 
 
 @pytest.mark.parametrize("behaviour", ["refused", "hang", "401"])

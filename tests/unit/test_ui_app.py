@@ -20,7 +20,7 @@ QUESTION = "How do I install the service?"
 
 @pytest.fixture
 def client(corpus_env, models):
-    with TestClient(create_app(corpus_env)) as client:
+    with TestClient(create_app(corpus_env), base_url="http://127.0.0.1:8124") as client:
         yield client
 
 
@@ -87,7 +87,7 @@ def test_toggles_reach_the_graph_and_cuts_are_listed(client):
 
 def test_prompt_of_a_regenerated_answer_carries_the_feedback(client, models):
     models.answer = ["Install with pip [1].", "Run make demo to install the service [1]."]
-    models.support = [False]
+    models.confidence = [0.1, 0.9]
     result = ask(client, new_session(client))
     ex = result["exchange"]
     assert ex["attempts"] == 2
@@ -172,7 +172,7 @@ def test_flag_stores_the_whole_exchange(client, corpus_env):
 def test_flag_posts_a_trace_score_when_tracing_is_on(corpus_env, models, monkeypatch):
     settings = load_settings({"tracing": "local"})
     monkeypatch.setenv("RAG_TRACING", "local")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1:8124") as client:
         session = new_session(client)
         ex = ask(client, session)["exchange"]
         assert ex["trace_id"]

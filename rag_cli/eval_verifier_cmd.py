@@ -1,0 +1,89 @@
+"""``rag eval verifier``: the verifier as a classifier, on labelled right and wrong answers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from evaluation import verifier as bench
+from evaluation.squad import SQUAD_DEV
+from graph.verification import verify_answer
+from tools.config import Settings
+from tools.errors import ModelError
+from tools.models import chat_model
+from tools.retrieval import Passage
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "verifier",
+        help="measure the verifier: precision of 'verified' on labelled right/wrong answers",
+        description="Runs the service's verifier (graph/verification.py, the verifier_model) "
+        "on the benchmark's items of one split (docs_corpus pairs, plus SQuAD 2.0 with "
+        "--squad) and reports precision and recall of the verified label, accuracy, ROC AUC "
+        "of the confidence and the confusion matrix, overall, per source and per category. "
+        "--calibrate (dev split only) prints the lowest threshold giving 95%% precision.",
+    )
+    parser.add_argument("--split", choices=bench.SPLITS, default="dev")
+    parser.add_argument(
+        "--squad", nargs="?", const=str(SQUAD_DEV), metavar="FILE", help="add SQuAD 2.0 items"
+    )
+    parser.add_argument("--squad-per-split", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0, help="split and sample seed")
+    parser.add_argument("--limit", type=int, help="only the first N items (a quick look)")
+    parser.add_argument("--threshold", type=float, help="default: verify_threshold")
+    parser.add_argument("--calibrate", action="store_true", help="choose a threshold (dev)")
+    parser.add_argument("--out", metavar="FILE", help="write every item's record (JSON)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run_verifier)
+    return parser
+
+
+def _passages(item: bench.VerifierItem) -> list[dict[str, Any]]:
+    return [asdict(Passage(p["text"], p["source"], [p["source"]], 0.0, 0.0)) for p in item.passages]
+
+
+def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
+    if args.calibrate and args.split != "dev":
+        print("rag eval verifier: error: calibrate on --split dev only", file=sys.stderr)
+        return 2
+    squad = Path(args.squad) if args.squad else None
+    items = bench.load_items(
+        squad, split=args.split, seed=args.seed, squad_per_split=args.squad_per_split
+    )[: args.limit]
+    model = chat_model(settings, "verifier")
+
+    def check(item: bench.VerifierItem) -> dict[str, Any]:
+        try:
+            return verify_answer(
+                model,
+                item.question,
+                item.answer,
+                _passages(item),
+                threshold=settings.verify_threshold,
+                retries=settings.llm_max_retries,
+            )
+        except ModelError as exc:  # counted as not verified, and shown
+            return {"confidence": None, "error": str(exc)}
+
+    def progress(n: int, record: dict[str, Any]) -> None:
+        print(
+            f"[{n}/{len(items)}] {record['source']}/{record['category']} "
+            f"right={record['right']} confidence={record['confidence']}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    records = bench.run(items, check, progress=progress)
+    threshold = settings.verify_threshold if args.threshold is None else args.threshold
+    if args.calibrate:
+        threshold = bench.choose_threshold(records)
+    result = {"split": args.split, "seed": args.seed, **bench.report(records, threshold)}
+    if args.out:
+        Path(args.out).write_text(json.dumps({**result, "records": records}, indent=1))
+    print(json.dumps(result, indent=1) if args.json else bench.markdown(result))
+    return 0

@@ -1,0 +1,275 @@
+"""The literal check of tools.grounding.missing_facts reads Markdown.
+
+Fenced blocks and inline code spans are parsed as CommonMark does, and every literal is
+compared as a whole token, so a near-verbatim copy of the docs passes while a wrong flag,
+setting, path or number does not.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from tools.grounding import missing_facts
+
+FAST = settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+
+PASSAGES = """## Creating a collection
+
+Run `rag ingest` with a collection name:
+
+```bash
+rag ingest --collection handbook docs_corpus/
+```
+
+This command creates the collection `handbook` and stores it under `~/.cache/agentic-rag`.
+Set `RAG_K` (default 5) to change how many passages are retrieved; `RAG_K_MAX` caps it
+at 1,000. Pass `-k 4` or `--keep` on the command line. The model page,
+`docs_corpus/models.md`, shows `openai:gpt-4o-mini@http://127.0.0.1:8000/v1` with
+`llm_threads=1`. Traces go to Langfuse.
+"""
+
+# a near-verbatim copy: the prose between the code spans is reworded and rewrapped
+COPY = """Run `rag ingest` with a collection name [1]:
+```bash
+rag ingest --collection handbook docs_corpus/
+```
+This creates the collection `handbook`, stored in `~/.cache/agentic-rag/` [1]."""
+
+
+def test_near_verbatim_copy_with_a_fenced_block_is_accepted():
+    assert missing_facts(COPY, PASSAGES) == []
+
+
+@pytest.mark.parametrize(
+    ("statement", "missing"),
+    [
+        ("Run `rag ingest --collections handbook`.", ["--collections"]),  # wrong flag
+        ("Set `RAG_TOP_K` to 5.", ["RAG_TOP_K"]),  # wrong setting, in code
+        ("Then set RAG_TOP_K to 5.", ["RAG_TOP_K"]),  # and in prose
+        ("It caps at 450 passages.", ["450"]),  # wrong number
+        ("The default is 50.", ["50"]),
+        ("Read `docs_corpus/model.md`.", ["docs_corpus/model.md"]),  # wrong path
+        ("It is under `~/.cache/agentic_rag`.", ["~/.cache/agentic_rag"]),
+        ("Use `llm_threads=4`.", ["llm_threads=4"]),  # wrong value of a setting
+        (
+            "Use `openai:gpt-4o-mini@http://127.0.0.1:8001/v1`.",
+            ["openai:gpt-4o-mini@http://127.0.0.1:8001/v1"],
+        ),
+        (
+            "Use `openai:gpt-4o@http://127.0.0.1:8000/v1`.",
+            ["openai:gpt-4o@http://127.0.0.1:8000/v1"],
+        ),
+        ("Traces go to Langsmith.", ["Langsmith"]),  # a wrong name in prose
+    ],
+)
+def test_wrong_literal_is_caught(statement, missing):
+    assert missing_facts(statement, PASSAGES) == missing
+
+
+@pytest.mark.parametrize(
+    ("statement", "context", "missing"),
+    [
+        ("Set `RAG_K`.", "Set RAG_K=5 (at most RAG_K_MAX).", []),
+        ("Set `RAG_K`.", "Set RAG_K_MAX.", ["RAG_K"]),
+        ("Pass `--k`.", "Pass --keep.", ["--k"]),
+        ("Pass `-k`.", "Pass --k.", ["-k"]),
+        ("Pass `-k 4`.", "Pass -k 4.", []),
+        ("It caps at 45.", "It caps at 450, or 4.45.", ["45"]),
+        ("It caps at 45.", "It caps at 40-45.", []),
+        ("Use `gpt-4o`.", "Use gpt-4o-mini.", ["gpt-4o"]),
+        ("Read `docs_corpus`.", "Read docs_corpus/models.md.", []),
+        ("Read `docs_corpus/models`.", "Read docs_corpus/models.md.", ["docs_corpus/models"]),
+    ],
+)
+def test_a_literal_is_found_only_as_a_whole_token(statement, context, missing):
+    assert missing_facts(statement, context) == missing
+
+
+def test_comparison_ignores_case_thousands_separators_and_markers():
+    context = "Set rag_k to 1000 with --Collection, see docs_corpus/Models.md."
+    statement = "Set `RAG_K` to 1,000 with `--collection` [2], see `docs_corpus/models.md`."
+    assert missing_facts(statement, context) == []
+
+
+def test_inline_code_may_hold_a_shorter_backtick_run():
+    # three backticks open the span, so the run of two inside is code, not a delimiter
+    context = "Quote a setting as ``RAG_K`` in reStructuredText."
+    assert missing_facts("Write ``` ``RAG_K`` ``` to quote a setting.", context) == []
+    assert missing_facts("Write ``` ``RAG_KEY`` ``` to quote it.", context) == ["RAG_KEY"]
+
+
+def test_unmatched_backticks_are_literal_text():
+    # the run of two has no partner, so `RAG_K` is the only span and the prose stays prose
+    assert missing_facts("Wrap it in `` when `RAG_K` is set to anything.", PASSAGES) == []
+
+
+def test_unterminated_fence_is_code_to_the_end():
+    truncated = "Run:\n\n```bash\nrag ingest --collection handbook docs_corpus/"
+    assert missing_facts(truncated, PASSAGES) == []
+    wrong = "Run:\n\n~~~ sh\nrag ingest --collections handbook\nthen rag ask"
+    assert missing_facts(wrong, PASSAGES) == ["--collections", "then", "ask"]
+
+
+@pytest.mark.parametrize("outer", ["````", "~~~"])
+def test_a_fence_closes_only_with_its_own_character_and_length(outer):
+    # the inner ``` lines are code: a shorter run or another character closes nothing
+    statement = f"{outer}markdown\n```\nrag ingest --collections handbook\n```\n{outer}"
+    assert missing_facts(statement, PASSAGES) == ["--collections"]
+
+
+def test_prose_first_word_and_words_after_a_fence_are_not_names():
+    statement = "Afterwards run:\n```\nrag ingest\n```\nMeanwhile nothing else changes."
+    assert missing_facts(statement, PASSAGES) == []
+
+
+# --- properties on generated Markdown ----------------------------------------------------
+
+CODE_WORDS = st.one_of(
+    st.sampled_from(
+        [
+            "rag",
+            "ingest",
+            "--collection",
+            "-k",
+            "--keep",
+            "RAG_K=5",
+            "RAG_K_MAX",
+            "llm_threads=1",
+            "docs_corpus/models.md",
+            "~/.cache/agentic-rag",
+            "openai:gpt-4o-mini@http://127.0.0.1:8000/v1",
+            "1,000",
+            "3.14",
+            "450",
+            '"X-API-Key:',
+            "$RAG_API_KEY",
+            'print(result["answer"])',
+            "{",
+            "}",
+            "|",
+            "#",
+            "a.b",
+            "x-y",
+            ".",
+        ]
+    ),
+    st.text(alphabet="abcdefghijkl_-./:=0123456789ÄéΣ", min_size=1, max_size=8),
+)
+PROSE_WORDS = st.one_of(
+    st.sampled_from(
+        [
+            *("This", "command", "creates", "the", "Langfuse", "RAG_K", "5", "4.5", "1,000"),
+            *("45", ".", ",", "(", ")", "e.g.", "10-20", "x-Ray", "vLLM", "-", "````"),
+        ]  # "````": a stray run, longer than any span's
+    ),
+    st.text(alphabet="abcdefghijklABCD_-.,:0123456789ÄéΣ'\"()", min_size=1, max_size=8),
+)
+STARTERS = st.sampled_from(["This", "Run", "Set", "the", "Use", "1."])
+
+
+@st.composite
+def span(draw) -> tuple[int, list[str]]:
+    """An inline code span: its delimiter length and words, perhaps shorter/longer runs."""
+    ticks = draw(st.integers(1, 3))
+    inner = st.sampled_from(["`" * n for n in (1, 2, 3) if n != ticks])
+    return ticks, draw(st.lists(st.one_of(CODE_WORDS, inner), min_size=1, max_size=5))
+
+
+@st.composite
+def block(draw, last: bool) -> tuple:
+    """A prose line (words, spans, stray backticks) or a fenced block (maybe unterminated)."""
+    if draw(st.booleans()):
+        items = draw(st.lists(st.one_of(PROSE_WORDS, span()), max_size=8))
+        return ("prose", draw(STARTERS), items)
+    char = draw(st.sampled_from("`~"))
+    length = draw(st.integers(3, 5))
+    info = draw(st.sampled_from(["", "bash", " python", "toml {x}"]))
+    lines = draw(st.lists(st.lists(CODE_WORDS, min_size=1, max_size=5), max_size=4))
+    closed = not last or draw(st.booleans())
+    return ("fence", char * length, info, lines, closed, draw(st.integers(0, 1)))
+
+
+@st.composite
+def markdown(draw) -> list[tuple]:
+    count = draw(st.integers(1, 5))
+    return [draw(block(last=i == count - 1)) for i in range(count)]
+
+
+def render_span(ticks: int, words: list[str], fresh: str | None = None) -> str:
+    return "`" * ticks + " " + " ".join(words + ([fresh] if fresh else [])) + " " + "`" * ticks
+
+
+def render(blk: tuple, fresh: str | None = None) -> list[str]:
+    """The block's lines; ``fresh`` goes into its first code span or fenced block."""
+    if blk[0] == "prose":
+        _, starter, items = blk
+        words = [starter]
+        for item in items:
+            if isinstance(item, tuple):
+                words.append(render_span(*item, fresh))
+                fresh = None
+            else:
+                words.append(item)
+        return [" ".join(words)]
+    _, fence, info, lines, closed, longer = blk
+    body = ([fresh] if fresh else []) + [" ".join(line) for line in lines]
+    return [fence + info, *body] + ([fence + fence[0] * longer] if closed else [])
+
+
+def has_code(blk: tuple) -> bool:
+    return blk[0] == "fence" or any(isinstance(item, tuple) for item in blk[2])
+
+
+@FAST
+@given(doc=markdown(), data=st.data())
+def test_whole_lines_of_the_context_have_no_missing_facts(doc, data):
+    lines = [line for blk in doc for line in render(blk)]
+    start = data.draw(st.integers(0, len(lines) - 1))
+    end = data.draw(st.integers(start + 1, len(lines)))
+    assert missing_facts("\n".join(lines[start:end]), "\n".join(lines)) == []
+
+
+@FAST
+@given(doc=markdown(), data=st.data(), fresh=st.from_regex(r"zq[a-z0-9_]{2,8}", fullmatch=True))
+def test_a_fresh_token_in_code_is_reported(doc, data, fresh):
+    coded = [i for i, blk in enumerate(doc) if has_code(blk)]
+    assume(coded)
+    where = data.draw(st.sampled_from(coded))
+    start = data.draw(st.integers(0, where))
+    end = data.draw(st.integers(where + 1, len(doc)))
+    context = "\n".join(line for blk in doc for line in render(blk))
+    assume(fresh not in context.lower())
+    statement = "\n".join(
+        line for i in range(start, end) for line in render(doc[i], fresh if i == where else None)
+    )
+    assert missing_facts(statement, context) == [fresh]
+
+
+@FAST
+@given(
+    spans=st.lists(span(), min_size=2, max_size=5),
+    prose=st.lists(st.text(alphabet="abcdefghij ,;", min_size=1, max_size=20), min_size=2),
+)
+def test_prose_between_code_spans_is_not_a_literal(spans, prose):
+    context = "\n".join(render_span(*s) for s in spans)
+    statement = "It says " + " ".join(
+        f"{render_span(*s)} {words}" for s, words in zip(spans, prose, strict=False)
+    )
+    assert missing_facts(statement, context) == []
+
+
+@FAST
+@given(
+    token=st.sampled_from(["RAG_K", "--k", "docs_corpus/models", "gpt-4o", "45", "llm_threads=1"]),
+    suffix=st.sampled_from(["_MAX", "s", "0", "eep", "-mini", ".md", "2"]),
+    doc=markdown(),
+)
+def test_a_token_extended_by_word_characters_is_reported(token, suffix, doc):
+    context = "\n".join(line for blk in doc for line in render(blk)) + f"\nSet `{token}` here."
+    longer = token + suffix
+    assume(longer.lower() not in context.lower())
+    assert missing_facts(f"Set `{longer}` here.", context) == [longer]

@@ -1,0 +1,142 @@
+"""The HTTP front door both servers share (``rag serve`` and ``rag ui``).
+
+A server on loopback is still reachable by every web page its operator opens: a page
+on another origin can send requests, and a page on a rebinding host name (evil.example
+resolving to 127.0.0.1) is same-origin with it as far as the browser knows. So, before
+any route runs:
+
+- the ``Host`` header must name loopback or a host the operator listed
+  (``allowed_hosts``), which defeats DNS rebinding;
+- a request carrying an ``Origin`` (every browser fetch or form post from a page does)
+  must come from the server's own origin or one the operator listed
+  (``allowed_origins``); other sites get a 403 whether or not CORS would have let
+  them read the answer, so they cannot start runs or change state either;
+- a body is read at most ``max_body`` bytes, as a stream; beyond that a 413, before
+  the rest is read (Content-Length is checked first when sent).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def split_list(value: str) -> frozenset[str]:
+    """A comma-separated setting as a set of lower-case, trimmed entries."""
+    return frozenset(part.strip().lower().rstrip("/") for part in value.split(",") if part.strip())
+
+
+def host_name(host_header: str) -> str:
+    """'Example.com:8123' -> 'example.com'; '[::1]:80' -> '::1'."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+async def _reply(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HttpGuard:
+    """ASGI middleware: Host allow-list, Origin check, streamed body cap."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        allowed_hosts: Callable[[], frozenset[str]],
+        allowed_origins: Callable[[], frozenset[str]],
+        max_body: int,
+    ) -> None:
+        self.app = app
+        self.allowed_hosts = allowed_hosts
+        self.allowed_origins = allowed_origins
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        problem = self._problem(headers)
+        if problem:
+            await _reply(send, *problem)
+            return
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_body:
+            await _reply(send, 413, f"request body over {self.max_body} bytes")
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                await _reply(send, 413, f"request body over {self.max_body} bytes")
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    def _problem(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        host = headers.get("host", "")
+        allowed = LOOPBACK_NAMES | self.allowed_hosts()
+        if "*" not in allowed and host_name(host) not in allowed:
+            return 403, (
+                f"Host {host!r} is not served here; the operator lists other names in "
+                "RAG_ALLOWED_HOSTS"
+            )
+        origin = headers.get("origin")
+        if origin is None:
+            return None
+        parts = urlsplit(origin)
+        same = parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
+        if not same and origin.lower().rstrip("/") not in self.allowed_origins():
+            return 403, (
+                f"requests from pages on {origin} are refused; the operator lists trusted "
+                "origins in RAG_ALLOWED_ORIGINS"
+            )
+        return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands the buffered body over once, then waits on the real one
+    (for the disconnect that streaming responses listen for)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def parse_json(raw: bytes) -> Any:
+    """JSON from a request body; ValueError (with the reason) for junk, including nesting
+    too deep for Python's parser, which raises RecursionError."""
+    try:
+        return json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("request body is nested too deeply") from None
