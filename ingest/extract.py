@@ -54,7 +54,10 @@ _SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv"}
 
 
 def discover(
-    paths: Sequence[str | Path], include: Sequence[str] = (), exclude: Sequence[str] = ()
+    paths: Sequence[str | Path],
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    skipped: list[dict[str, str]] | None = None,
 ) -> list[tuple[Path, str]]:
     """Expand files and directories into sorted (absolute path, source name) pairs.
 
@@ -62,6 +65,9 @@ def discover(
     directory contributes ``<dir name>/<relative path>``, a file its relative path as given.
     A glob is tried against every trailing part of the source name (gitignore-like), so
     ``sub/*`` works whatever prefix the name carries, and ``*.bin`` matches the bare file name.
+
+    A symlink inside a directory that resolves outside it, or loops, is not followed: it
+    would index a file nobody asked for. It is appended to ``skipped`` with the reason.
     """
     found: dict[Path, str] = {}
     for given in paths:
@@ -70,7 +76,10 @@ def discover(
             raise FileNotFoundError(f"no such file or directory: {given}")
         prefix = source_root(root)
         if root.is_dir():
-            pairs = [(f, f"{prefix}/{f.relative_to(root).as_posix()}") for f in _walk(root)]
+            pairs = [
+                (f, f"{prefix}/{f.relative_to(root).as_posix()}")
+                for f in _walk(root, skipped if skipped is not None else [])
+            ]
         else:
             pairs = [(root, prefix)]
         for file, name in pairs:
@@ -94,12 +103,33 @@ def source_root(path: str | Path) -> str:
     return Path(os.path.normpath(path)).as_posix()
 
 
-def _walk(root: Path) -> list[Path]:
+def _walk(root: Path, skipped: list[dict[str, str]]) -> list[Path]:
     files = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    inside = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root):  # never descends symlinked folders
         dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS]
-        files += [Path(dirpath, f) for f in filenames if not f.startswith(".")]
+        for name in filenames:
+            file = Path(dirpath, name)
+            if name.startswith("."):
+                continue
+            reason = _link_problem(file, inside)
+            if reason:
+                skipped.append({"path": file.as_posix(), "reason": reason})
+            else:
+                files.append(file)
     return files
+
+
+def _link_problem(file: Path, inside: Path) -> str | None:
+    if not file.is_symlink():
+        return None
+    try:
+        target = file.resolve(strict=True)
+    except (RuntimeError, OSError) as exc:  # a loop (a -> b -> a) or a dangling link
+        return f"symlink not followed: {exc.__class__.__name__}: {exc}"
+    if not target.is_relative_to(inside):
+        return f"symlink to {target}, outside the ingested folder: not followed"
+    return None
 
 
 def _matches(name: str, patterns: Sequence[str], default: bool = False) -> bool:

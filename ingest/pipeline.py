@@ -163,7 +163,7 @@ class Ingestor:
     def run(self, paths: Sequence[str | Path]) -> IngestReport:
         started = time.perf_counter()
         report = IngestReport(self.collection.name)
-        files = discover(paths, self.options.include, self.options.exclude)
+        files = discover(paths, self.options.include, self.options.exclude, report.skipped)
         report.files_seen = len(files)
         self._check_count(len(files), "files")
         inputs = {"paths": [str(p) for p in paths], "collection": self.collection.name}

@@ -16,6 +16,7 @@ from graph import build_graph, config_for, prompts
 from graph.context import context_message
 from graph.state import OutputState
 from tools.config import Settings
+from tools.sanitize import printable
 
 OUTPUT_KEYS = tuple(OutputState.__annotations__)  # the answer object, as the graph defines it
 
@@ -94,11 +95,11 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
 
 def print_answer(out: dict[str, Any]) -> None:
     print()
-    print(out["answer"])
+    print(printable(out["answer"]))
     if out["references"]:
         print("\nReferences:")
         for ref in out["references"]:
-            print(f"  {ref}")
+            print(f"  {printable(ref)}")
     verdict = out.get("verdict") or {}
     if out.get("error"):
         error = out["error"]

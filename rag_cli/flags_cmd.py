@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rag_ui.flags import FlagStore, flags_file
 from tools.config import Settings
+from tools.sanitize import printable
 
 
 def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
 
 
 def _one_line(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

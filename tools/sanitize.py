@@ -52,3 +52,16 @@ def neutralise(text: str) -> str:
 def one_line(text: str) -> str:
     """Neutralised and on one line: for a passage's location (a file name, a heading)."""
     return " ".join(neutralise(text).split())
+
+
+# Terminal control: C0 and C1 controls (ESC starts colour, title, clear-screen and
+# hyperlink sequences; C1 CSI 0x9b does alone) and bidirectional overrides.
+_TERMINAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Text a user or a document wrote, safe to print to a terminal: every control
+    character shown as an escape (``\\x1b``), so nothing it contains can drive the
+    terminal. Newlines and tabs stay."""
+    return _TERMINAL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from graph import build_graph
+from graph import build_graph, config_for
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.collection import Collection
 from tools.config import load_settings
@@ -36,25 +37,40 @@ RUN = {"llm_timeout_s": 900, "k": 4}
 
 def ask(data_dir, question, **state):
     return build_graph().invoke(
-        {"question": question, **state}, {"configurable": {"data_dir": data_dir, **RUN}}
+        {"question": question, **state}, config_for(data_dir=data_dir, **RUN)
     )
 
 
-def test_answerable_question_gets_a_cited_verified_answer(data_dir):
+def test_the_demo_question_names_the_base_url_form_or_is_not_verified(data_dir):
     out = ask(data_dir, "How do I switch the answer generator to an OpenAI-compatible server?")
-    assert out["abstained"] is False
-    assert out["citations"], out["answer"]
-    assert {c["source"] for c in out["citations"]} & {
-        "docs_corpus/models.md",
-        "docs_corpus/configuration.md",
-        "docs_corpus/cli.md",
-    }
-    assert "openai" in out["answer"].lower()
+    assert out["abstained"] is False and out["citations"], out["answer"]
     verdict = out["verdict"]
-    assert verdict["score"] is not None and verdict["statements"] > 0, verdict  # it was checked
-    # The 1.5B verifier plus the literal check do not yet verify every correct answer (see
-    # issue 5's note); a verdict must at least be consistent with what it reports.
-    assert verdict["grounded"] == (not verdict["unsupported"]), verdict
+    assert verdict["confidence"] is not None and verdict["statements"] > 0, verdict  # checked
+    if out["outcome"] == "verified":  # a verified answer must be the right one
+        assert re.search(r"openai:[\w.<>-]+@", out["answer"]), out
+    else:
+        assert out["outcome"] == "not_verified", out
+
+
+def test_the_install_questions_right_answer_is_verified(data_dir):
+    out = ask(data_dir, "How do I install the service and run it for the first time?")
+    assert "make demo" in out["answer"], out["answer"]
+    assert out["outcome"] == "verified", out["verdict"]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the boiling point of mercury in Kelvin?",
+        "Who won the 2018 FIFA World Cup?",
+        "How do I configure the service to send answers by email?",
+        "Which Kubernetes Helm chart deploys the service?",
+        "What is the monthly price of the hosted version of the service?",
+    ],
+)
+def test_questions_the_corpus_cannot_answer_are_never_verified(data_dir, question):
+    out = ask(data_dir, question)
+    assert out["outcome"] in ("abstained", "not_verified"), out
 
 
 def test_typical_question_is_verified_on_the_first_answer(data_dir):
@@ -62,13 +78,6 @@ def test_typical_question_is_verified_on_the_first_answer(data_dir):
     assert "llm_timeout_s" in out["answer"] and out["citations"], out["answer"]
     assert out["verdict"]["grounded"] is True, out["verdict"]
     assert out["attempts"] == 1, out["verdict"]  # no regeneration needed
-
-
-def test_question_the_corpus_cannot_answer_is_abstained(data_dir):
-    out = ask(data_dir, "What is the boiling point of mercury in Kelvin?")
-    assert out["abstained"] is True, out["answer"]
-    assert out["answer"].startswith("The documents do not say") or "not" in out["answer"]
-    assert out["citations"] == []
 
 
 def test_follow_up_question_is_rephrased_with_history(data_dir):

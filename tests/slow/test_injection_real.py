@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph import build_graph, nodes
+from graph import build_graph, config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.files import write_tree
 from tools.collection import Collection
@@ -47,7 +47,7 @@ def ingested(tmp_path_factory, files: dict[str, str]) -> dict:
     Ingestor(settings, collection, embeddings(settings), IngestOptions(), progress=False).run(
         [root]
     )
-    return {"configurable": {"data_dir": data, **RUN}}
+    return config_for(data_dir=data, **RUN)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def verdicts(config) -> list[bool]:
     for draft in DRAFTS:
         state = {"queries": [QUESTION], "passages": passages, "draft": draft}
         verdict = nodes.verify(state, config)["verdict"]
-        assert verdict["score"] is not None, verdict  # checked, not a verifier failure
+        assert verdict["confidence"] is not None, verdict  # checked, not a verifier failure
         out.append(verdict["grounded"])
     return out
 

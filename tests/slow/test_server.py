@@ -217,3 +217,81 @@ def test_readme_curl_and_python_examples_work(server):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
+
+
+EVIL = "openai:evil@http://127.0.0.1:{port}/v1"
+
+
+@pytest.fixture
+def listener():
+    """A loopback port that records every connection made to it."""
+    import socket
+    import threading
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    sock.settimeout(0.2)
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            seen.append(conn.recv(4096).decode("latin-1"))
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield sock.getsockname()[1], seen
+    stop.set()
+    thread.join(timeout=2)
+    sock.close()
+
+
+def test_no_route_lets_a_request_aim_a_model_at_another_host(server, listener):
+    port, seen = listener
+    evil = {"generator_model": EVIL.format(port=port)}
+    run_body = {"assistant_id": "rag", "input": {"question": "How do I run the server?"}}
+    thread = httpx.post(f"{server}/threads", json={}, timeout=30).json()["thread_id"]
+    attempts = []
+    for where in ("config", "context", "checkpoint"):
+        body = {
+            **run_body,
+            **({"config": {"configurable": evil}} if where == "config" else {where: evil}),
+        }
+        for path in (
+            "/runs",
+            "/runs/wait",
+            "/runs/stream",
+            f"/threads/{thread}/runs",
+            f"/threads/{thread}/runs/wait",
+            f"/threads/{thread}/runs/stream",
+        ):
+            attempts.append(("POST", path, body))
+        attempts += [
+            ("POST", "/runs/batch", [body]),
+            ("POST", "/runs/crons", {**body, "schedule": "* * * * *"}),
+            ("POST", f"/threads/{thread}/runs/crons", {**body, "schedule": "* * * * *"}),
+        ]
+    attempts += [
+        ("POST", "/assistants", {"graph_id": "rag", "config": {"configurable": evil}}),
+        ("PATCH", "/assistants/anything", {"config": {"configurable": evil}}),
+    ]
+    for method, path, body in attempts:
+        response = httpx.request(method, f"{server}{path}", json=body, timeout=30)
+        assert 400 <= response.status_code < 500, (method, path, response.text)
+    time.sleep(2)  # a run that slipped through would have called the listener by now
+    assert seen == []
+
+
+def test_other_origins_and_foreign_host_names_are_refused(server):
+    other = {"Origin": "http://127.0.0.1:9"}
+    assert httpx.post(f"{server}/threads/search", json={}, headers=other).status_code == 403
+    rebound = {"Host": "evil.example"}
+    assert httpx.get(f"{server}/healthz", headers=rebound).status_code == 403
+    same = {"Origin": server}
+    assert httpx.post(f"{server}/threads/search", json={}, headers=same).status_code == 200

@@ -329,3 +329,22 @@ def test_discover_missing_path_names_it(tmp_path):
     missing = tmp_path / "nope"
     with pytest.raises(FileNotFoundError, match="nope"):
         discover([missing])
+
+
+def test_symlinks_out_of_the_folder_and_loops_are_skipped_and_reported(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\ntext\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside")
+    (corpus / "leak.txt").symlink_to(secret)
+    (corpus / "x.md").symlink_to(corpus / "y.md")
+    (corpus / "y.md").symlink_to(corpus / "x.md")
+    (corpus / "inner.md").symlink_to(corpus / "a.md")  # inside: followed, deduplicated
+    skipped: list[dict[str, str]] = []
+    found = discover([corpus], skipped=skipped)
+    assert [name for _, name in found] == ["corpus/a.md"]
+    reasons = {Path(s["path"]).name: s["reason"] for s in skipped}
+    assert set(reasons) == {"leak.txt", "x.md", "y.md"}
+    assert "outside the ingested folder" in reasons["leak.txt"]
+    assert "not followed" in reasons["x.md"]

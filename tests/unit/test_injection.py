@@ -129,3 +129,12 @@ def test_planted_instructions_change_neither_answer_nor_verdict(hostile_env, mod
     assert models.chats["generator"].calls[0][0].text.count("\n<passage>\n") == 3  # all seen
     assert "PWNED" not in out["answer"]
     assert out["verdict"]["grounded"] is False  # the fake verifier obeyed nothing planted
+
+
+def test_terminal_control_sequences_are_shown_escaped():
+    from tools.sanitize import printable
+
+    hostile = "title\x1b]0;pwned\x07 clear\x1b[2J link\x1b]8;;http://x\x1b\\ csi\x9b31m ok\n\tend"
+    shown = printable(hostile)
+    assert "\x1b" not in shown and "\x07" not in shown and "\x9b" not in shown
+    assert "\\x1b]0;pwned" in shown and shown.endswith("ok\n\tend")

@@ -114,10 +114,10 @@ def test_unterminated_fence_is_code_to_the_end():
     assert missing_facts(wrong, PASSAGES) == ["--collections", "then", "ask"]
 
 
-@pytest.mark.parametrize("outer", ["````", "~~~"])
-def test_a_fence_closes_only_with_its_own_character_and_length(outer):
-    # the inner ``` lines are code: a shorter run or another character closes nothing
-    statement = f"{outer}markdown\n```\nrag ingest --collections handbook\n```\n{outer}"
+@pytest.mark.parametrize(("outer", "inner"), [("````", "```"), ("~~~", "```"), ("```", "```bash")])
+def test_a_fence_closes_only_with_its_own_character_and_length(outer, inner):
+    # the inner line is code: a shorter run, another character or an info string closes nothing
+    statement = f"{outer}markdown\n{inner}\nrag ingest --collections handbook\n{outer}"
     assert missing_facts(statement, PASSAGES) == ["--collections"]
 
 

@@ -230,3 +230,30 @@ def test_ui_binds_loopback_unless_remote_is_allowed(capsys):
     assert exposure_problem("0.0.0.0", load_settings({"allow_remote": True})) is None
     assert main(["ui", "--host", "0.0.0.0"]) == 2
     assert "refusing to serve the chat page on 0.0.0.0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://127.0.0.1:9999"},  # another local page
+        {"Origin": "null"},  # a sandboxed frame or a file: page
+        {"Host": "evil.example:8124"},  # DNS rebinding onto loopback
+    ],
+)
+def test_other_origins_and_host_names_can_neither_read_nor_change_state(client, headers):
+    assert client.post("/api/sessions", headers=headers).status_code == 403
+    assert client.get("/api/options", headers=headers).status_code == 403
+    session = new_session(client)
+    body = {"session": session, "question": QUESTION}
+    assert client.post("/api/ask", json=body, headers=headers).status_code == 403
+
+
+def test_same_origin_page_and_nested_or_oversized_bodies(client):
+    own = {"Origin": "http://127.0.0.1:8124"}
+    assert client.post("/api/sessions", headers=own).status_code == 201
+    nested = b"[" * 50_000 + b"]" * 50_000
+    json_type = {"content-type": "application/json"}
+    assert client.post("/api/flag", content=nested[:60_000], headers=json_type).status_code == 422
+    deep = b'{"session": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+    assert client.post("/api/ask", content=deep, headers=json_type).status_code == 422
+    assert client.post("/api/ask", content=nested, headers=json_type).status_code == 413
