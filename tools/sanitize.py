@@ -64,4 +64,3 @@ def printable(text: str) -> str:
     character shown as an escape (``\\x1b``), so nothing it contains can drive the
     terminal. Newlines and tabs stay."""
     return _TERMINAL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
-
