@@ -78,7 +78,7 @@ def discover(
         if root.is_dir():
             pairs = [
                 (f, f"{prefix}/{f.relative_to(root).as_posix()}")
-                for f in _walk(root, skipped if skipped is not None else [])
+                for f in _walk(root, prefix, skipped if skipped is not None else [])
             ]
         else:
             pairs = [(root, prefix)]
@@ -103,7 +103,7 @@ def source_root(path: str | Path) -> str:
     return Path(os.path.normpath(path)).as_posix()
 
 
-def _walk(root: Path, skipped: list[dict[str, str]]) -> list[Path]:
+def _walk(root: Path, prefix: str, skipped: list[dict[str, str]]) -> list[Path]:
     files = []
     inside = root.resolve()
     for dirpath, dirnames, filenames in os.walk(root):  # never descends symlinked folders
@@ -114,7 +114,8 @@ def _walk(root: Path, skipped: list[dict[str, str]]) -> list[Path]:
                 continue
             reason = _link_problem(file, inside)
             if reason:
-                skipped.append({"path": file.as_posix(), "reason": reason})
+                name = f"{prefix}/{file.relative_to(root).as_posix()}"
+                skipped.append({"path": name, "reason": reason})
             else:
                 files.append(file)
     return files
@@ -125,8 +126,10 @@ def _link_problem(file: Path, inside: Path) -> str | None:
         return None
     try:
         target = file.resolve(strict=True)
-    except (RuntimeError, OSError) as exc:  # a loop (a -> b -> a) or a dangling link
-        return f"symlink not followed: {exc.__class__.__name__}: {exc}"
+    except FileNotFoundError:  # dangling: extraction reports it as unreadable
+        return None
+    except (RuntimeError, OSError) as exc:  # a loop (a -> b -> a)
+        return f"symlink loop, not followed ({exc})"
     if not target.is_relative_to(inside):
         return f"symlink to {target}, outside the ingested folder: not followed"
     return None

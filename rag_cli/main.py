@@ -1,4 +1,9 @@
-"""``rag`` subcommands. Each one loads the shared Settings first, so bad config fails fast."""
+"""rag: ask questions of your documents and get cited, verified answers.
+
+Start with `rag ingest DIR` then `rag ask "QUESTION"`; `rag chat` keeps a
+conversation, `rag serve` and `rag ui` serve it. Settings come from defaults,
+rag.toml, RAG_* variables and the options below, before or after the command.
+"""
 
 from __future__ import annotations
 
@@ -26,26 +31,31 @@ _FLAG_SETTINGS = (
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="path to a rag.toml (default: ./rag.toml if present)")
+    """Options every command takes, before or after its name (``rag --set k=3 ask ...``):
+    unset ones are left out of the namespace, so one level never erases the other's."""
+    unset = argparse.SUPPRESS
+    parser.add_argument(
+        "--config", default=unset, help="path to a rag.toml (default: ./rag.toml if present)"
+    )
     for name in _FLAG_SETTINGS:
         parser.add_argument(
             "--" + name.replace("_", "-"),
             dest=name,
-            default=None,
+            default=unset,
             help=f"overrides RAG_{name.upper()}",
         )
     parser.add_argument(
         "--set",
         action="append",
-        default=[],
+        default=unset,
         metavar="KEY=VALUE",
         help="override any setting, e.g. --set llm_timeout_s=60",
     )
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    values: dict[str, Any] = {name: getattr(args, name) for name in _FLAG_SETTINGS}
-    for item in args.set:
+    values: dict[str, Any] = {name: getattr(args, name, None) for name in _FLAG_SETTINGS}
+    for item in getattr(args, "set", []):
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
@@ -66,8 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         ui_cmd,
     )
 
-    parser = argparse.ArgumentParser(prog="rag", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="rag", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"rag {_version()}")
+    _add_common(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = (setup, doctor, ingest_cmd, ask_cmd, serve_cmd, ui_cmd, flags_cmd, trace_cmd)
     for module in (*commands, eval_cmd):
         registered = module.register(sub)
@@ -76,11 +90,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentic-rag")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
-        settings = load_settings(_overrides(args), config_file=args.config)
+        settings = load_settings(
+            _overrides(args), config_file=getattr(args, "config", None), source="command line"
+        )
         return args.run(args, settings)
     except (AssetError, ModelError) as exc:
         print(f"rag {args.command}: error: {exc}", file=sys.stderr)

@@ -48,11 +48,35 @@ def test_out_of_range_value_says_where_it_came_from(tmp_path, monkeypatch):
         load_settings(environ={"RAG_LLM_CONTEXT_TOKENS": "10"})
 
 
-def test_unknown_toml_key_lists_known_settings(tmp_path):
+def test_unknown_toml_key_suggests_the_setting_or_lists_them(tmp_path):
     cfg = tmp_path / "rag.toml"
     cfg.write_text("chunk_sizee = 3\n")
-    with pytest.raises(ConfigError, match=r"chunk_sizee .*unknown setting; known settings: "):
+    with pytest.raises(
+        ConfigError, match=r"chunk_sizee .*unknown setting; did you mean chunk_size\?"
+    ):
         load_settings(config_file=cfg, environ={})
+    cfg.write_text("zzzz = 3\n")
+    with pytest.raises(ConfigError, match=r"zzzz .*unknown setting; known settings: "):
+        load_settings(config_file=cfg, environ={})
+
+
+def test_a_bad_value_names_where_it_came_from(tmp_path):
+    with pytest.raises(ConfigError, match=r"from command line.*Change --set k="):
+        load_settings({"k": "abc"}, environ={}, source="command line")
+    with pytest.raises(ConfigError, match=r"from RAG_K\).*Change RAG_K\."):
+        load_settings(environ={"RAG_K": "abc"})
+
+
+def test_global_options_work_before_or_after_the_command(capsys):
+    from rag_cli.main import main
+
+    assert main(["--set", "k=abc", "ask", "q"]) == 2
+    assert "k = 'abc' (from command line)" in capsys.readouterr().err
+    assert main(["ask", "q", "--set", "k=0"]) == 2
+    assert "k = '0' (from command line)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("rag ")
 
 
 def test_missing_explicit_config_file(tmp_path):

@@ -76,4 +76,4 @@ def test_bad_setting_exits_2_with_message(tmp_path, monkeypatch, capsys):
     code = main(["doctor", "--generator-model", "gpt5"])
     err = capsys.readouterr().err
     assert code == 2
-    assert "generator_model = 'gpt5' (from override)" in err
+    assert "generator_model = 'gpt5' (from command line)" in err
