@@ -24,6 +24,7 @@ from tools import tracing
 from tools.config import Settings, load_settings
 
 NODE_NAMES = ("generate_queries", "retrieve", "rerank", "generate_answer", "verify", "finalize")
+GENERATOR_NODE = "generate_answer"  # the node whose tokens are the answer: what clients stream
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:

@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for, prompts
 from graph.context import context_message
+from graph.graph import GENERATOR_NODE
 from graph.state import OutputState
 from tools.config import Settings
 from tools.sanitize import printable
@@ -66,15 +67,36 @@ def _progress(node: str, update: dict[str, Any]) -> None:
 
 
 def answer(app: Any, inputs: dict[str, Any], config: dict[str, Any], show: bool) -> dict[str, Any]:
-    """Run the graph; with ``show``, print each node as it finishes (to stderr)."""
+    """Run the graph; with ``show``, stream the answer's tokens to stdout as the generator
+    writes them and print each node as it finishes (to stderr).
+
+    The answer object then carries ``streamed``: the text already shown, so the caller
+    does not print it twice.
+    """
     result: dict[str, Any] = {}
-    for mode, chunk in app.stream(inputs, config, stream_mode=["updates", "values"]):
-        if mode == "updates" and show:
+    streamed: list[str] = []
+    modes = ["updates", "values", "messages"] if show else ["updates", "values"]
+    for mode, chunk in app.stream(inputs, config, stream_mode=modes):
+        if mode == "messages":
+            message, meta = chunk
+            if meta.get("langgraph_node") == GENERATOR_NODE and message.text:
+                if not streamed:
+                    print()
+                streamed.append(message.text)
+                print(printable(message.text), end="", flush=True)
+        elif mode == "updates" and show:
             for node, update in chunk.items():
+                if node == GENERATOR_NODE and streamed:
+                    print(flush=True)
                 _progress(node, update or {})
+                if node == GENERATOR_NODE and not (update or {}).get("abstain_reason"):
+                    print("  verify: checking the answer against its passages...", file=sys.stderr)
+                if node == "verify" and not (update or {}).get("verdict", {}).get("grounded"):
+                    streamed.clear()  # a regeneration may follow: it streams afresh
         elif mode == "values":
             result = chunk
-    return {k: result.get(k) for k in OUTPUT_KEYS}
+    out = {k: result.get(k) for k in OUTPUT_KEYS}
+    return {**out, "streamed": "".join(streamed)} if show else out
 
 
 def unverified_reason(verdict: dict[str, Any]) -> str:
@@ -94,8 +116,10 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
 
 
 def print_answer(out: dict[str, Any]) -> None:
-    print()
-    print(printable(out["answer"]))
+    """The answer (unless it was streamed as is), references and the verdict."""
+    if " ".join(out.get("streamed", "").split()) != " ".join(out["answer"].split()):
+        print()
+        print(printable(out["answer"]))
     if out["references"]:
         print("\nReferences:")
         for ref in out["references"]:
@@ -155,7 +179,8 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     while True:
         try:
             line = input("\nyou> ").strip()
-        except EOFError:
+        except (EOFError, KeyboardInterrupt):  # Ctrl-D, or Ctrl-C at the prompt: leave
+            print()
             return 0
         if not line:
             continue
@@ -175,13 +200,26 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             print_answer(answer(app, {"question": line}, config, show=True))
         except ValueError as exc:
             print(f"error: {exc}")
+        except KeyboardInterrupt:  # Ctrl-C while answering cancels that answer only
+            print("\n(answer cancelled; the conversation goes on. Ctrl-C again or /quit leaves)")
 
 
 def _show_last(app: Any, config: dict[str, Any], command: str) -> None:
     state = app.get_state(config).values
     passages = state.get("passages") or []
+    if state.get("queries"):
+        print(f"searched for: {printable(state['queries'][0])}")
     if not passages:
-        print("(nothing retrieved yet)")
+        info = state.get("retrieval") or {}
+        print(
+            "(no passage kept"
+            + (
+                f": {info.get('candidates', 0)} candidates, the closest at distance "
+                f"{info.get('closest_distance')}, threshold {info.get('threshold')})"
+                if info
+                else " yet)"
+            )
+        )
         return
     if command == "/passages":
         for i, p in enumerate(passages, 1):

@@ -37,8 +37,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from graph import build_graph, config_for
+from graph.graph import GENERATOR_NODE
 from rag_cli.server_app import RERANKERS, check_run_request
-from rag_ui.exchange import GENERATOR_NODE, PromptRecorder, build_exchange
+from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, check_comment, flags_file
 from rag_ui.sessions import Session, Sessions
 from tools import tracing

@@ -12,9 +12,8 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 
+from graph.graph import GENERATOR_NODE
 from tools.retrieval import Passage
-
-GENERATOR_NODE = "generate_answer"
 
 
 class PromptRecorder(BaseCallbackHandler):

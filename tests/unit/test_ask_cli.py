@@ -57,3 +57,43 @@ def test_chat_answers_shows_passages_and_starts_over(corpus_env, models, capsys,
     assert "[1] docs/install.md score=" in out
     assert "--- system ---" in out and "Question: How do I install the service?" in out
     assert models.chats["query"].calls == []  # /new started a fresh conversation
+
+
+def test_ask_streams_the_answer_once_then_references_and_verdict(corpus_env, models, capsys):
+    assert main(["ask", "How do I install the service?"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("Run make demo to install the service [1].") == 1  # not twice
+    assert captured.out.index("Run make demo") < captured.out.index("References:")
+    assert "Verified: the cited passages state this answer" in captured.out
+    assert "verify: checking the answer" in captured.err
+
+
+def test_a_regenerated_answer_is_shown_in_full_and_marked(corpus_env, models, capsys):
+    models.answer = ["Install with pip [1].", "Run make demo to install the service [1]."]
+    models.confidence = [0.1, 0.9]
+    assert main(["ask", "How do I install the service?"]) == 0
+    out = capsys.readouterr().out
+    assert "Install with pip" in out and out.count("Run make demo to install") == 1
+    assert "Verified" in out
+
+
+def test_not_verified_says_why(corpus_env, models, capsys):
+    models.confidence = 0.1
+    assert main(["ask", "How do I install the service?", "--set", "max_regenerations=0"]) == 0
+    out = capsys.readouterr().out
+    assert "NOT VERIFIED: the verifier is not sure" in out and "confidence 0.1" in out
+
+
+def test_ctrl_c_in_chat_cancels_the_answer_and_keeps_the_chat(
+    corpus_env, models, capsys, monkeypatch
+):
+    def interrupted(messages):
+        raise KeyboardInterrupt
+
+    answers = iter([interrupted, lambda m: "Run make demo to install the service [1]."])
+    models.chats["generator"].respond = lambda m: next(answers)(m)
+    lines = iter(["How do I install the service?", "How do I install the service?", "/quit"])
+    monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
+    assert main(["chat"]) == 0
+    out = capsys.readouterr().out
+    assert "(answer cancelled" in out and "Run make demo to install the service [1]." in out
