@@ -1,12 +1,11 @@
-"""How sure a model is that an answer answers the question: P(yes) of a yes/no check.
+"""How sure a model is that an answer is right: P(yes) of a yes/no check.
 
-The statement verifier asks "is each statement supported?", and a small model says
-yes to a plausible span copied from a passage that is about something close to,
-but not, what was asked (SQuAD 2.0's unanswerable questions are built that way).
-A graded signal helps where a yes/no verdict does not: the probability the model
-gives to "yes" ranks right answers above such near misses (measured on SQuAD 2.0,
-see docs_corpus/answering-and-verification.md), so a threshold on it turns
-near misses into abstentions at a known cost in right answers.
+A small model's yes/no verdict says yes to a plausible answer copied from a passage
+about something close to, but not, what was asked. The probability it gives to "yes"
+against "no" for its first reply token is a graded confidence that ranks right answers
+above such near misses, so a threshold on it (``verify_threshold``, chosen on the
+verifier benchmark, evaluation/verifier.py) trades coverage for precision at a known
+rate. graph/verification.py is its caller.
 
 Read from the first reply token's log-probabilities, in OpenAI's ``logprobs`` shape:
 OpenAI-compatible servers return them when asked, and so does the local model.
@@ -31,7 +30,7 @@ def _share(reply_metadata: dict, model: str) -> float:
     if not content:
         raise ModelOutputError(
             f"{model} returned no token log-probabilities; use a verifier_model whose "
-            "provider returns logprobs, or set answer_check_threshold=0"
+            "provider returns logprobs (OpenAI, vLLM, llama.cpp's server, the local models)"
         )
     yes = no = 0.0
     for alternative in content[0].get("top_logprobs") or []:
@@ -58,4 +57,4 @@ def yes_probability(
     def call() -> float:
         return _share(bound.invoke(messages, config).response_metadata or {}, str(name))
 
-    return with_retries(call, retries=retries, what="answer check")
+    return with_retries(call, retries=retries, what="verifier")
