@@ -76,3 +76,16 @@ def test_judgment_list_on_docs_corpus(tmp_path, capsys):
     assert report["evaluated"] == 3 and report["stale"] == 0
     # questions written from a chunk should mostly find it: a weak but failing-capable bar
     assert report[f"hit@{report['k']}"] >= 1 / 3
+
+
+def test_the_verifier_benchmark_runs_on_the_local_verifier(tmp_path, capsys):
+    out = tmp_path / "verifier.json"
+    rag(capsys, "eval", "verifier", "--split", "dev", "--limit", "6", "--out", out, *RUN)
+    result = json.loads(out.read_text())
+    records = result["records"]
+    assert len(records) == 6 and all(r["error"] is None for r in records)
+    assert all(r["confidence"] is not None for r in records)  # every item was scored
+    assert result["groups"]["all"]["items"] == 6 and result["threshold"] == 0.62
+    # the wrong twins' wrong flags and names are caught before the model is asked
+    wrong = [r for r in records if not r["right"]]
+    assert wrong and all(r["confidence"] < 0.62 for r in wrong), wrong

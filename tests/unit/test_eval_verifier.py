@@ -1,0 +1,111 @@
+"""The verifier benchmark's items, splits and scores (no model: the check is a function)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evaluation import verifier as bench
+from evaluation.datasets import DatasetError
+from evaluation.squad import SQUAD_DEV
+from rag_cli.main import main
+
+
+def rec(source, right, confidence, category="c"):
+    return {"source": source, "category": category, "right": right, "confidence": confidence}
+
+
+def test_classify_counts_the_confusion_matrix_and_auc():
+    records = [
+        rec("docs", True, 0.9),
+        rec("docs", False, 0.7),
+        rec("docs", True, 0.4),
+        rec("docs", False, None),
+    ]
+    c = bench.classify(records, 0.6)
+    assert c["confusion"] == {
+        "verified_right": 1,
+        "verified_wrong": 1,
+        "rejected_right": 1,
+        "rejected_wrong": 1,
+    }
+    assert c["precision"] == 0.5 and c["recall"] == 0.5 and c["accuracy"] == 0.5
+    assert c["auc"] == 0.5  # scored items only: 0.9 > 0.7 wins, 0.4 < 0.7 loses
+    assert bench.roc_auc([0.1, 0.1], [True, False]) == 0.5  # a tie counts half
+    assert bench.roc_auc([0.3], [True]) is None
+
+
+def test_threshold_is_the_lowest_reaching_every_sources_target():
+    records = [
+        rec("docs", True, 0.9),
+        rec("docs", False, 0.6),
+        rec("docs", True, 0.7),
+        rec("squad", True, 0.8),
+        rec("squad", False, 0.65),
+    ]
+    assert bench.choose_threshold(records, {"docs": 0.95, "squad": 0.85}) == 0.7
+    assert bench.choose_threshold([rec("docs", False, 0.9)], {"docs": 0.95}) == 1.0
+
+
+def test_report_groups_by_source_and_category():
+    records = [rec("docs", True, 0.9, "flag"), rec("squad", False, 0.9, "same_type_span")]
+    groups = bench.report(records, 0.5)["groups"]
+    assert set(groups) == {"all", "docs", "squad", "docs/flag", "squad/same_type_span"}
+    assert groups["squad"]["confusion"]["verified_wrong"] == 1
+
+
+def test_splits_are_seeded_and_keep_a_group_together():
+    assert bench.split_of("docs-001", 0) == bench.split_of("docs-001", 0)
+    splits = {bench.split_of(f"g{i}", 0) for i in range(20)}
+    assert splits == {"dev", "test"}
+    dev = bench.load_items(None, split="dev")
+    test = bench.load_items(None, split="test")
+    assert dev and test and not {i.group for i in dev} & {i.group for i in test}
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("1945", "date"),
+        ("March 3", "date"),
+        ("3,000", "number"),
+        ("45%", "number"),
+        ("Denver Broncos", "name"),
+        ("University of Chicago", "name"),
+        ("the rain", "phrase"),
+    ],
+)
+def test_answer_types(text, kind):
+    assert bench.answer_type(text) == kind
+
+
+def test_docs_items_are_pairs_of_right_and_wrong_with_real_passages():
+    items = bench.docs_items()
+    pairs: dict[str, list[bool]] = {}
+    for item in items:
+        pairs.setdefault(item.group, []).append(item.right)
+        assert item.passages and "[" in item.answer
+    assert len(pairs) >= 60 and all(sorted(v) == [False, True] for v in pairs.values())
+
+
+def test_a_docs_file_missing_a_field_is_refused(tmp_path):
+    bad = tmp_path / "items.jsonl"
+    bad.write_text(json.dumps({"id": "x", "question": "q"}) + "\n")
+    with pytest.raises(DatasetError, match="needs"):
+        bench.docs_items(bad)
+
+
+@pytest.mark.skipif(not SQUAD_DEV.is_file(), reason="needs ../shared/data")
+def test_squad_items_are_balanced_and_wrong_spans_share_the_type():
+    items = bench.squad_items(SQUAD_DEV, per_split=40, seed=0)
+    kinds = {}
+    for item in items:
+        kinds[item.category] = kinds.get(item.category, 0) + 1
+        assert item.answer.endswith(" [1]") and len(item.passages) == 1
+    assert kinds == {"right_answer": 40, "same_type_span": 20, "plausible_unanswerable": 20}
+
+
+def test_calibrating_on_the_test_split_is_refused(capsys):
+    assert main(["eval", "verifier", "--split", "test", "--calibrate"]) == 2
+    assert "dev only" in capsys.readouterr().err
