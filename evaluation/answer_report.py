@@ -17,7 +17,10 @@ SHOWN = {
     "f1": "token F1 (answerable)",
     "abstention_accuracy": "correct abstention (unanswerable)",
     "false_abstention_rate": "abstained although answerable",
-    "grounded_rate": "verified grounded (answered)",
+    "grounded_rate": "labelled verified (answered)",
+    "verified_precision": "verified precision: right among verified (F1 >= 0.5)",
+    "coverage": "coverage: answerable questions answered verified and right",
+    "verified_wrong": "verified but wrong (count)",
     "regeneration_rate": "regenerated after a failed check (answered)",
     "completeness": "answer completeness, judge 1-5",
     "contextual_accuracy": "contextual accuracy, judge 1-5",
@@ -87,7 +90,7 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     s = report["summary"]
-    rates = {k: s[k] for k in list(SHOWN)[:6] if s[k] is not None}
+    rates = {k: s[k] for k in list(SHOWN)[:8] if s.get(k) is not None}  # the 0-1 rates
     fig, (bars, hist) = plt.subplots(1, 2, figsize=(13, 4.5), width_ratios=[2, 1])
     bars.barh(list(rates)[::-1], list(rates.values())[::-1], color="#4477aa")
     bars.set_xlim(0, 1)
