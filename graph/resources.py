@@ -17,7 +17,9 @@ from langchain_core.language_models import BaseChatModel
 
 from tools.collection import Collection
 from tools.config import Settings
+from tools.model_spec import parse_model_spec
 from tools.models import Role, chat_model, embeddings
+from tools.resilient import ResilientEmbeddings
 from tools.vector_store import StaleStoreError
 
 T = TypeVar("T")
@@ -43,7 +45,13 @@ def collection(settings: Settings, name: str, *, reopen: bool = False) -> Collec
 
 @lru_cache(maxsize=8)
 def embedder(settings: Settings) -> Embeddings:
-    return embeddings(settings)
+    """Question-time embeddings: a remote provider retries with backoff and fails as a
+    typed ModelError, so an outage is the answer's ``error.stage = retrieve``, not a crash
+    (ingestion has its own retry around whole batches: one layer on each path)."""
+    model = embeddings(settings)
+    if parse_model_spec(settings.embedding_model, kind="embedding").provider == "local":
+        return model
+    return ResilientEmbeddings(model, settings.llm_max_retries)
 
 
 @lru_cache(maxsize=16)

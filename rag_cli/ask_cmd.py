@@ -17,8 +17,10 @@ from graph.context import context_message
 from graph.graph import GENERATOR_NODE
 from graph.state import OutputState
 from tools.config import Settings
+from tools.models import check_credentials
 from tools.sanitize import printable
 
+ANSWER_ROLES = ("query", "generator", "verifier")  # the chat models answering a question
 OUTPUT_KEYS = tuple(OutputState.__annotations__)  # the answer object, as the graph defines it
 
 
@@ -153,6 +155,7 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     path = _thread_path(settings, args.thread) if args.thread else None
     if path and path.exists():
         history = messages_from_dict(json.loads(path.read_text()))
+    check_credentials(settings, ANSWER_ROLES)
     inputs: dict[str, Any] = {"question": args.question, "messages": history}
     config = config_for(
         thread_id=args.thread, user_id=args.user_id, **_configurable(args, settings)
@@ -173,6 +176,7 @@ CHAT_HELP = "commands: /passages (what was retrieved), /prompt (the full prompt)
 
 
 def run_chat(args: argparse.Namespace, settings: Settings) -> int:
+    check_credentials(settings, ANSWER_ROLES)
     app = build_graph(checkpointer=InMemorySaver())
     session = str(uuid.uuid4())  # one chat = one thread = one Langfuse session
     print(f"rag chat on collection {args.collection or settings.collection!r}. {CHAT_HELP}")

@@ -27,6 +27,15 @@ def chat_spec(settings: Settings, role: Role) -> ModelSpec:
     return parse_model_spec(getattr(settings, f"{role}_model"), kind="chat")
 
 
+def check_credentials(settings: Settings, roles: tuple[Role, ...] = ROLES) -> None:
+    """Raise ConfigError now for a remote chat model that lacks its key, so a command
+    fails before retrieval runs, not after it (no model is loaded or called)."""
+    for role in roles:
+        spec = chat_spec(settings, role)
+        if spec.provider == "openai":
+            _openai_key(spec, f"RAG_{role.upper()}_MODEL")
+
+
 def chat_model(settings: Settings, role: Role) -> BaseChatModel:
     """The chat model configured for ``role``; local models are shared, not reloaded."""
     spec = chat_spec(settings, role)
@@ -53,7 +62,7 @@ def chat_model(settings: Settings, role: Role) -> BaseChatModel:
             temperature=settings.llm_temperature,
             max_tokens=settings.llm_max_tokens,
             timeout=settings.llm_timeout_s,
-            max_retries=settings.llm_max_retries,
+            max_retries=0,  # tools/resilient.py is the one retry layer
         )
     from langchain_litellm import ChatLiteLLM
 
@@ -63,7 +72,7 @@ def chat_model(settings: Settings, role: Role) -> BaseChatModel:
         temperature=settings.llm_temperature,
         max_tokens=settings.llm_max_tokens,
         request_timeout=settings.llm_timeout_s,
-        max_retries=settings.llm_max_retries,
+        max_retries=0,  # tools/resilient.py is the one retry layer
     )
 
 
@@ -82,7 +91,7 @@ def embeddings(settings: Settings) -> Embeddings:
             api_key=_openai_key(spec, "RAG_EMBEDDING_MODEL"),
             check_embedding_ctx_length=False,  # else it downloads a tokenizer file
             chunk_size=settings.embedding_batch_size,
-            max_retries=settings.llm_max_retries,
+            max_retries=0,  # tools/resilient.py is the one retry layer
             request_timeout=settings.llm_timeout_s,
         )
     from langchain_litellm import LiteLLMEmbeddings
@@ -91,7 +100,7 @@ def embeddings(settings: Settings) -> Embeddings:
         model=spec.name,
         api_base=spec.base_url,
         request_timeout=settings.llm_timeout_s,
-        max_retries=settings.llm_max_retries,
+        max_retries=0,  # tools/resilient.py is the one retry layer
     )
 
 

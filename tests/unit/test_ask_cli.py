@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rag_cli.main import main
 
 
@@ -97,3 +99,13 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_keeps_the_chat(
     assert main(["chat"]) == 0
     out = capsys.readouterr().out
     assert "(answer cancelled" in out and "Run make demo to install the service [1]." in out
+
+
+def test_a_missing_key_is_reported_before_retrieval(corpus_env, models, capsys, monkeypatch):
+    from graph import nodes
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(nodes, "read_collection", lambda *a, **k: pytest.fail("retrieval ran"))
+    assert main(["ask", "How do I install?", "--verifier-model", "openai:gpt-4o-mini"]) == 2
+    err = capsys.readouterr().err
+    assert "RAG_VERIFIER_MODEL=openai:gpt-4o-mini needs OPENAI_API_KEY" in err
