@@ -129,25 +129,38 @@ def _found(literal: str, text: str) -> bool:
     return re.search(_START + re.escape(literal) + _END, text, re.IGNORECASE) is not None
 
 
+def _found_phrase(span: str, text: str) -> bool:
+    """Whether a code span of several words occurs as written (any spacing, any case):
+    `make install` is not supported by a passage holding `make demo` and "install"."""
+    words = span.split()
+    pattern = _START + r"\s+".join(re.escape(w) for w in words) + _END
+    return re.search(pattern, text, re.IGNORECASE) is not None
+
+
 def missing_facts(statement: str, context: str) -> list[str]:
     """Numbers, names and code tokens in ``statement`` that occur in ``context`` nowhere.
 
     From prose: numbers, and capitalised words except a block's first word. From code
-    (fenced or inline): every token. Each is looked for in the context as a whole token
-    (see ``_START``), ignoring case and thousands separators; tokens hold no whitespace,
-    so line breaks and spacing never matter.
+    (fenced or inline): every token, and an inline span of several words also as the
+    phrase it is. Each is looked for in the context as a whole token (see ``_START``),
+    ignoring case and thousands separators; line breaks and spacing never matter.
     """
     prose, fenced = _blocks(_THOUSANDS.sub("", _MARKER.sub("", statement)))
     haystack = _THOUSANDS.sub("", context)
     candidates: list[str] = []
     code = list(fenced)
+    phrases: list[str] = []
     for block in prose:
         text, spans = _inline_code(block)
         code += spans
+        phrases += [" ".join(span.split()) for span in spans if len(span.split()) > 1]
         first = _FIRST_WORD.match(text)
         candidates += _NUMBER.findall(text)
         candidates += [w for w in _NAME.findall(text) if not (first and w == first.group(1))]
     for part in code:
         tokens = (t.rstrip(".:@=-/") for t in _CODE_TOKEN.findall(part))
         candidates += [t for t in tokens if any(c.isalnum() for c in t)]
-    return [c for c in dict.fromkeys(candidates) if not _found(c, haystack)]
+    missing = [c for c in dict.fromkeys(candidates) if not _found(c, haystack)]
+    if missing:  # a phrase is only news when each of its words was found on its own
+        return missing
+    return [p for p in dict.fromkeys(phrases) if not _found_phrase(p, haystack)]

@@ -273,3 +273,10 @@ def test_a_token_extended_by_word_characters_is_reported(token, suffix, doc):
     longer = token + suffix
     assume(longer.lower() not in context.lower())
     assert missing_facts(f"Set `{longer}` here.", context) == [longer]
+
+
+def test_a_code_span_must_occur_as_written_not_as_scattered_words():
+    context = "Install with `make demo`. Nothing else is needed to install it."
+    assert missing_facts("Run `make install` [1].", context) == ["make install"]
+    assert missing_facts("Run `make demo` [1].", context) == []
+    assert missing_facts("Run `make   DEMO` [1].", context) == []  # spacing and case
