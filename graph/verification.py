@@ -6,8 +6,8 @@ the figures). Three checks, cheapest first; an answer is *verified* only if all 
 
 1. Every statement cites a passage that exists. A sentence citing nothing is
    unsupported, whatever it says (ALCE's citation recall).
-2. Every name, number, command, setting, flag and path in a statement occurs, as a
-   token, in the passages that statement cites (tools.grounding.missing_facts). A
+2. Every name, number, command, setting, flag and path in a clause occurs, as a
+   token, in one passage that clause cites (tools.grounding.missing_facts). A
    small model says yes to a claim with one wrong number; this does not.
 3. The verifier model reads only the cited passages and the question-answer pair as
    one claim, and its probability of "yes" (first-token log-probabilities) must reach
@@ -30,7 +30,7 @@ from langchain_core.runnables import RunnableConfig
 from graph import prompts
 from graph.context import context_message
 from tools.answer_check import yes_probability
-from tools.grounding import cited_numbers, missing_facts, statements
+from tools.grounding import cited_clauses, missing_facts, statements
 
 NO_CITATION = "cites no passage"
 
@@ -40,6 +40,11 @@ def citation_problems(
 ) -> tuple[list[str], dict[str, list[str]], list[int]]:
     """Statements failing checks 1-2, the literals each one misses, and the passages cited.
 
+    Each clause (the words before a group of markers such as ``[1][2]``) must have all
+    its literals in *one* passage of its group: two true facts from two passages merged
+    into one false claim ("k defaults to 5 and fetch_k to 10 [1][2]") fail, as does a
+    fact cited to a passage that does not hold it.
+
     Returns (unsupported statements, {statement: missing literals}, cited passage numbers).
     """
     valid = range(1, len(passages) + 1)
@@ -47,13 +52,17 @@ def citation_problems(
     missing: dict[str, list[str]] = {}
     cited: set[int] = set()
     for claim in statements(draft):
-        own = [n for n in cited_numbers(claim) if n in valid]
-        cited.update(own)
-        if not own:
-            missing[claim] = [NO_CITATION]
-        elif facts := missing_facts(claim, "\n".join(passages[n - 1]["text"] for n in own)):
-            missing[claim] = facts
-        if claim in missing:
+        facts: list[str] = []
+        for clause, numbers in cited_clauses(claim):
+            own = [n for n in numbers if n in valid]
+            cited.update(own)
+            if not own:
+                facts.append(NO_CITATION)
+                continue
+            gaps = [missing_facts(clause, passages[n - 1]["text"]) for n in own]
+            facts += min(gaps, key=len)  # the passage that holds the most of it
+        if facts:
+            missing[claim] = list(dict.fromkeys(facts))
             unsupported.append(claim)
     return unsupported, missing, sorted(cited)
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s*(?:\[\d{1,3}\])+)?\s+(?=[A-Z0-9\"'(`*-])")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)(?:\s*(?:\[\d{1,3}\])+)?\s+(?=[A-Z0-9\"'(`*-])"
+)
+_SPAN_ON_A_LINE = re.compile(r"`[^`\n]+`")
 
 # A literal must not be glued to its neighbours, or `RAG_K` would be found in RAG_K_MAX,
 # 45 in 450 or 4.45, `--k` in --keep, `-k` in --k and `gpt-4o` in gpt-4o-mini. Word
@@ -40,6 +43,29 @@ def cited_numbers(text: str) -> list[int]:
     return list(dict.fromkeys(int(m) for m in _MARKER.findall(text)))
 
 
+_MARKER_GROUP = re.compile(r"(?:\[\d{1,3}\])+")
+
+
+def cited_clauses(statement: str) -> list[tuple[str, list[int]]]:
+    """A statement cut after each group of markers: (the clause, the passages it cites).
+
+    "Markdown uses `structure` [1], whose default is 1000 characters [2]." gives two
+    clauses, each to be found in its own passage; text after the last group belongs to
+    the last clause. A statement without markers is one clause citing nothing.
+    """
+    clauses: list[tuple[str, list[int]]] = []
+    last = 0
+    for group in _MARKER_GROUP.finditer(statement):
+        clauses.append((statement[last : group.start()], cited_numbers(group.group())))
+        last = group.end()
+    tail = statement[last:]
+    if not clauses:
+        return [(tail, [])]
+    text, numbers = clauses[-1]
+    clauses[-1] = (text + tail, numbers)
+    return clauses
+
+
 def strip_markers(text: str, keep: set[int]) -> str:
     """Remove citation markers that point at no passage.
 
@@ -53,10 +79,15 @@ def strip_markers(text: str, keep: set[int]) -> str:
 
 
 def statements(answer: str) -> list[str]:
-    """Split an answer into sentence-level statements, keeping each one's markers."""
+    """Split an answer into sentence-level statements, keeping each one's markers.
+
+    Never inside a code span (`rag ingest PATH... --rebuild` is one command) nor after
+    "e.g." or "i.e.".
+    """
     parts: list[str] = []
     last = 0
-    for match in _SENTENCE_END.finditer(answer):
+    masked = _SPAN_ON_A_LINE.sub(lambda m: "`" + "x" * (len(m.group()) - 2) + "`", answer)
+    for match in _SENTENCE_END.finditer(masked):
         parts.append(answer[last : match.end()].strip())
         last = match.end()
     parts.append(answer[last:].strip())

@@ -280,3 +280,17 @@ def test_a_code_span_must_occur_as_written_not_as_scattered_words():
     assert missing_facts("Run `make install` [1].", context) == ["make install"]
     assert missing_facts("Run `make demo` [1].", context) == []
     assert missing_facts("Run `make   DEMO` [1].", context) == []  # spacing and case
+
+
+def test_statements_are_not_cut_inside_code_or_after_eg():
+    from tools.grounding import statements
+
+    answer = (
+        "Rebuild with `rag ingest PATH... --rebuild` [1]. Set `k`, e.g. `k = 3` [2]. "
+        "Then ask again."
+    )
+    assert statements(answer) == [
+        "Rebuild with `rag ingest PATH... --rebuild` [1].",
+        "Set `k`, e.g. `k = 3` [2].",
+        "Then ask again.",
+    ]
