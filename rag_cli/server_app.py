@@ -26,10 +26,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from graph.configuration import SETTINGS_KEY
+from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, settings_for
 from tools.collection import list_collections
 from tools.config import ConfigError, Settings, load_settings, request_overrides
-from tools.http_guard import HttpGuard, parse_json, split_list
+from tools.http_guard import HttpGuard, parse_json
 
 RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream|/batch)?/?$")
 ASSISTANT_READS = re.compile(
@@ -42,7 +42,7 @@ API_KEY_HEADER = "X-API-Key"
 MAX_BODY_BYTES = 1_000_000
 MAX_MESSAGES = 100
 MAX_MESSAGE_CHARS = 20_000
-INPUT_FIELDS = {"question", "messages", "collection", "k", "rerank"}
+INPUT_FIELDS = {"question", "messages", *PER_QUESTION_FIELDS}
 RERANKERS = ("none", "llm", "cross-encoder", "litellm")
 
 
@@ -109,11 +109,8 @@ def check_run_request(body: Any, base: Settings) -> str | None:
     question = payload.get("question")
     if not isinstance(question, str) or not question.strip():
         return "'input.question' is required and must be a non-empty string"
-    for key in ("collection", "k", "rerank"):
-        if key in payload:
-            overrides[key] = payload[key]
-    try:
-        settings = load_settings({**base.model_dump(), **overrides})
+    try:  # the graph's own merge: base, then the request's settings, then the input's
+        settings = settings_for({"configurable": {**overrides, SETTINGS_KEY: base}}, payload)
     except ConfigError as exc:
         return str(exc)
     if len(question) > settings.max_question_chars:
@@ -189,7 +186,6 @@ app.add_middleware(ValidateRuns)
 app.add_middleware(RequireApiKey)
 app.add_middleware(  # added last, so it runs first
     HttpGuard,
-    allowed_hosts=lambda: split_list(load_settings().allowed_hosts),
-    allowed_origins=lambda: split_list(load_settings().allowed_origins),
+    settings=load_settings,
     max_body=MAX_BODY_BYTES,
 )

@@ -37,6 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from graph import build_graph, config_for
+from graph.configuration import PER_QUESTION_FIELDS
 from graph.graph import GENERATOR_NODE
 from rag_cli.server_app import RERANKERS, check_run_request
 from rag_ui.exchange import PromptRecorder, build_exchange
@@ -45,12 +46,12 @@ from rag_ui.sessions import Session, Sessions
 from tools import tracing
 from tools.collection import list_collections
 from tools.config import Settings
-from tools.http_guard import HttpGuard, parse_json, split_list
+from tools.http_guard import HttpGuard, parse_json
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 64_000
-TOGGLES = ("collection", "k", "rerank")
+TOGGLES = PER_QUESTION_FIELDS  # what the page may change for one question
 ASK_FIELDS = frozenset({"session", "question", *TOGGLES})
 FLAG_FIELDS = frozenset({"session", "exchange", "comment"})
 PAGE_HEADERS = {
@@ -251,8 +252,7 @@ def create_app(settings: Settings) -> Starlette:
     )
     app.add_middleware(
         HttpGuard,
-        allowed_hosts=lambda: split_list(settings.allowed_hosts),
-        allowed_origins=lambda: split_list(settings.allowed_origins),
+        settings=lambda: settings,
         max_body=MAX_BODY_BYTES,
     )
     app.state.chat = chat

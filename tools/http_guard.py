@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from tools.config import Settings
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -58,13 +60,11 @@ class HttpGuard:
         self,
         app: ASGIApp,
         *,
-        allowed_hosts: Callable[[], frozenset[str]],
-        allowed_origins: Callable[[], frozenset[str]],
+        settings: Callable[[], Settings],
         max_body: int,
     ) -> None:
         self.app = app
-        self.allowed_hosts = allowed_hosts
-        self.allowed_origins = allowed_origins
+        self.settings = settings  # read per request: allowed_hosts, allowed_origins
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -97,7 +97,8 @@ class HttpGuard:
 
     def _problem(self, headers: dict[str, str]) -> tuple[int, str] | None:
         host = headers.get("host", "")
-        allowed = LOOPBACK_NAMES | self.allowed_hosts()
+        settings = self.settings()
+        allowed = LOOPBACK_NAMES | split_list(settings.allowed_hosts)
         if "*" not in allowed and host_name(host) not in allowed:
             return 403, (
                 f"Host {host!r} is not served here; the operator lists other names in "
@@ -108,7 +109,7 @@ class HttpGuard:
             return None
         parts = urlsplit(origin)
         same = parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
-        if not same and origin.lower().rstrip("/") not in self.allowed_origins():
+        if not same and origin.lower().rstrip("/") not in split_list(settings.allowed_origins):
             return 403, (
                 f"requests from pages on {origin} are refused; the operator lists trusted "
                 "origins in RAG_ALLOWED_ORIGINS"
