@@ -144,6 +144,7 @@ def start_server(data: Path, port: int) -> subprocess.Popen:
         llm_timeout_s="600",
         max_question_chars="1000",
         tracing="off",
+        open_loopback="true",  # load, not authentication, is measured here
     )
     ingest_docs_corpus(env)
     log = (data / "server.log").open("w")

@@ -6,7 +6,10 @@ own state (``.langgraph_api/``) never lands in the source tree.
 
 It binds 127.0.0.1 unless told otherwise, and refuses any other address without an
 ``api_key`` (or an explicit ``allow_remote``): an open port answers anyone who can
-reach it, with the documents of every collection.
+reach it, with the documents of every collection. Loopback is protected too, the way
+Jupyter protects it: every user and process of the machine reaches 127.0.0.1, so
+without an ``api_key`` the server generates one and keeps it in the data directory,
+unless ``open_loopback`` says to serve loopback open.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import ipaddress
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -67,6 +71,20 @@ def answering(host: str, settings: Settings) -> Settings:
     return settings.model_copy(update={"allowed_hosts": hosts})
 
 
+def server_key(settings: Settings, workdir: Path) -> tuple[Settings, Path | None]:
+    """``settings`` with the key the server requires, and the file that holds it when
+    it was generated here (kept across restarts, readable by its owner only)."""
+    if settings.api_key or settings.allow_remote or settings.open_loopback:
+        return settings, None
+    path = workdir / "api_key"
+    if not path.exists() or not path.read_text().strip():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+    path.chmod(0o600)
+    return settings.model_copy(update={"api_key": path.read_text().strip()}), path
+
+
 def server_config(workdir: Path) -> Path:
     """The repository's langgraph.json with absolute paths: the server resolves paths
     against its working directory, which here is under the data directory."""
@@ -112,11 +130,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     settings = answering(args.host, settings)
     workdir = settings.data_dir.resolve() / "server"
     workdir.mkdir(parents=True, exist_ok=True)
+    settings, key_file = server_key(settings, workdir)
     print(
         f"serving the RAG graph at http://{args.host}:{args.port} "
         f"(assistant 'rag'; data in {settings.data_dir.resolve()}); Ctrl-C stops",
         flush=True,
     )
+    if key_file:
+        print(
+            f"clients send the key in {key_file} as the X-API-Key header "
+            "(RAG_API_KEY sets your own; RAG_OPEN_LOOPBACK=true serves loopback without one)",
+            flush=True,
+        )
     # SIGTERM (a service manager, a test's teardown) stops the server like Ctrl-C does,
     # so the langgraph child never outlives this process
     signal.signal(signal.SIGTERM, _interrupt)

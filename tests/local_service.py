@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 RAG = str(Path(sys.executable).parent / "rag")
@@ -34,3 +37,27 @@ def ingest_docs_corpus(env: dict[str, str]) -> None:
         check=True,
         capture_output=True,
     )
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start a `rag` subcommand logging to a file (a pipe nobody drains would block it)."""
+    with log.open("w") as out:
+        return subprocess.Popen([RAG, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_until_up(
+    proc: subprocess.Popen, url: str, log: Path, headers=dict, timeout: float = 90
+) -> None:
+    """Poll ``url`` until it answers 200; ``headers`` is called each time (a key file may
+    appear only once the server starts)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url, headers=headers(), timeout=2).status_code == 200:
+                return
+        except (OSError, httpx.HTTPError):
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"{url} did not come up:\n{log.read_text()}")
+        time.sleep(0.5)

@@ -157,6 +157,12 @@ class Settings(BaseModel):
         False,
         description="Let `rag serve` bind a non-loopback host without an api_key.",
     )
+    open_loopback: bool = Field(
+        False,
+        description="Let `rag serve` on loopback answer without a key. Otherwise, with no "
+        "api_key set, it generates one and keeps it in <data_dir>/server/api_key, so other "
+        "users and processes of the machine cannot use the server.",
+    )
 
     allowed_hosts: str = Field(
         "",

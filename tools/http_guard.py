@@ -12,12 +12,17 @@ any route runs:
   (``allowed_origins``); other sites get a 403 whether or not CORS would have let
   them read the answer, so they cannot start runs or change state either;
 - a body is read at most ``max_body`` bytes, as a stream; beyond that a 413, before
-  the rest is read (Content-Length is checked first when sent).
+  the rest is read (Content-Length is checked first when sent);
+- the whole body must arrive within ``body_timeout_s``, else a 408: a client that
+  trickles its body cannot hold a worker. (Slow *headers* arrive before any ASGI code
+  runs: that limit belongs to the reverse proxy, see docs_corpus/security.md.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -54,7 +59,7 @@ async def _reply(send: Send, status: int, detail: str) -> None:
 
 
 class HttpGuard:
-    """ASGI middleware: Host allow-list, Origin check, streamed body cap."""
+    """ASGI middleware: Host allow-list, Origin check, streamed body cap and deadline."""
 
     def __init__(
         self,
@@ -62,10 +67,12 @@ class HttpGuard:
         *,
         settings: Callable[[], Settings],
         max_body: int,
+        body_timeout_s: float = 30.0,
     ) -> None:
         self.app = app
         self.settings = settings  # read per request: allowed_hosts, allowed_origins
         self.max_body = max_body
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,8 +89,15 @@ class HttpGuard:
             return
         chunks: list[bytes] = []
         size, more = 0, True
+        deadline = time.monotonic() + self.body_timeout_s
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+            except TimeoutError:
+                await _reply(
+                    send, 408, f"request body not received within {self.body_timeout_s:g} s"
+                )
+                return
             if message["type"] != "http.request":
                 break  # the client went away
             chunk = message.get("body", b"")

@@ -28,6 +28,35 @@ _ROLE_HEADER = re.compile(
     flags=re.IGNORECASE | re.MULTILINE,
 )
 _DELIMITER = re.compile(r"</?\s*passage\s*>", flags=re.IGNORECASE)
+# Plain-language text addressed to the model rather than to the document's readers:
+# "ignore previous instructions", "note to the AI assistant", "reply only with the word",
+# in English, German, French and Spanish. A document may say such things *about*
+# injection (docs_corpus/security.md does); it is still never an instruction, and an
+# answer that only repeats it is never verified (graph/verification.py).
+_ADDRESSED = re.compile(
+    r"""
+    (?<!\(quoted\)\s)(?:
+    \b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+)?
+      (?:previous\s+|prior\s+|above\s+|earlier\s+|preceding\s+|other\s+|system\s+)?
+      (?:instructions?|prompts?|rules|directions)\b
+  | \b(?:note|message|instructions?|reminder)s?\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?
+      (?:ai\b|assistants?|models?\b|llms?\b|chatbots?|verifiers?|language\s+models?)
+  | \b(?:reply|respond|answer|say|output)\b[^.!?\n]{0,20}\b(?:only|just|solely)\b
+      [^.!?\n]{0,20}\bwords?\b
+  | \b(?:reply|respond|answer)\s+(?:only\s+)?with\s+(?:the\s+)?(?:single\s+)?word\b
+  | \bignorier\w*\s+(?:alle\s+)?(?:vorherigen|bisherigen|obigen|früheren)\s+anweisungen
+  | \b(?:hinweis|nachricht)\s+(?:an|für)\s+(?:den\s+|die\s+)?(?:ki\b|assistent)
+  | \bantworte\s+(?:nur|ausschließlich)\b
+  | \bignore[rz]?\s+(?:toutes\s+)?(?:les\s+)?instructions
+  | \b(?:note|message)\s+(?:à|pour)\s+(?:l['’]\s*)?(?:assistant|ia\b|intelligence)
+  | \bréponds?\s+(?:uniquement|seulement)\b
+  | \bignora\s+(?:todas\s+)?(?:las\s+)?instrucciones
+  | \b(?:nota|mensaje)\s+para\s+(?:el\s+|la\s+)?(?:asistente|ia\b|modelo)
+  | \bresponde\s+(?:solo|solamente|únicamente)\b
+    )""",
+    flags=re.IGNORECASE | re.VERBOSE,
+)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -40,13 +69,20 @@ def neutralise(text: str) -> str:
     """A passage's text, safe to place inside the prompt's passage delimiters.
 
     Template tokens and control characters are removed, our delimiters are removed,
-    and a role header is quoted (``System:`` -> ``(quoted) System:``) so it reads as
-    part of the document rather than a turn of the conversation.
+    and a role header or a plain-language instruction to the model is quoted
+    (``System:`` -> ``(quoted) System:``) so it reads as part of the document rather
+    than a turn of the conversation.
     """
     text = _CONTROL.sub("", text)
     text = strip_template_tokens(text)
     text = _DELIMITER.sub(" ", text)
+    text = _ADDRESSED.sub(lambda m: f"(quoted) {m.group(0)}", text)
     return _ROLE_HEADER.sub(r"\1(quoted) \2\3", text)
+
+
+def addressed_to_model(text: str) -> list[str]:
+    """The sentences of ``text`` that address the model (plain-language injection)."""
+    return [m.group(0).strip() for m in _SENTENCE.finditer(text) if _ADDRESSED.search(m.group(0))]
 
 
 def one_line(text: str) -> str:

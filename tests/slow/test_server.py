@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.local_service import RAG, REPO, ingest_docs_corpus, smollm2_env
+from tests.local_service import (
+    RAG,
+    REPO,
+    ingest_docs_corpus,
+    smollm2_env,
+    start,
+    wait_until_up,
+)
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
@@ -32,35 +42,28 @@ def server_env(tmp_path_factory):
     return env
 
 
+@dataclass
+class Server:
+    url: str
+    key: str
+    http: httpx.Client  # sends the key, as every legitimate client does
+
+
 @pytest.fixture(scope="module")
 def server(server_env, tmp_path_factory):
+    """A default `rag serve`: loopback, no key configured, so it generates one."""
     env = server_env
     existed = (REPO / ".langgraph_api").exists()
     port = free_port()
-    # a file, not a pipe: nobody reads a pipe while tests run, and a full pipe blocked
-    # the server's logging, so every later request hung
     log = tmp_path_factory.mktemp("server-log") / "server.log"
-    proc = subprocess.Popen(
-        [RAG, "serve", "--port", str(port)],
-        env=env,
-        cwd=REPO,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start(["serve", "--port", str(port)], env, log)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"server did not start:\n{log.read_text()}")
-        time.sleep(0.5)
-    yield url
+    key_file = Path(env["RAG_DATA_DIR"]) / "server" / "api_key"
+    key = lambda: key_file.read_text().strip()  # noqa: E731  (written at start-up)
+    wait_until_up(proc, f"{url}/healthz", log, headers=lambda: {"X-API-Key": key()})
+    headers = {"X-API-Key": key()}
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
+        yield Server(url, headers["X-API-Key"], http)
     proc.terminate()
     proc.wait(timeout=30)
     assert existed or not (REPO / ".langgraph_api").exists(), "server wrote into the repo"
@@ -72,7 +75,7 @@ def run(coro):
 
 def test_thread_wait_stream_and_follow_up(server):
     async def scenario():
-        client = get_client(url=server)
+        client = get_client(url=server.url, api_key=server.key)
         thread = await client.threads.create()
         tid = thread["thread_id"]
         updates, tokens = set(), []
@@ -135,7 +138,7 @@ def test_rag_ingest_from_a_shell_reaches_the_running_server(server, server_env, 
             "assistant_id": "rag",
             "input": {"question": "What is the release codename?", "collection": "notes"},
         }
-        response = httpx.post(f"{server}/runs/wait", json=body, timeout=180)
+        response = server.http.post("/runs/wait", json=body, timeout=180)
         assert response.status_code == 200, response.text
         return response.json()
 
@@ -174,26 +177,26 @@ def test_rag_ingest_from_a_shell_reaches_the_running_server(server, server_env, 
     ],
 )
 def test_bad_requests_get_4xx_with_a_reason(server, body, message):
-    response = httpx.post(f"{server}/runs/wait", json=body, timeout=30)
+    response = server.http.post("/runs/wait", json=body, timeout=30)
     assert 400 <= response.status_code < 500
     assert message in response.json()["detail"]
 
 
 def test_junk_body_and_server_stays_up(server):
-    response = httpx.post(
-        f"{server}/runs/wait",
+    response = server.http.post(
+        "/runs/wait",
         content=b"\xff{not json",
         headers={"Content-Type": "application/json"},
         timeout=30,
     )
     assert response.status_code == 422
-    assert httpx.get(f"{server}/healthz", timeout=5).json()["ok"] is True
+    assert server.http.get("/healthz", timeout=5).json()["ok"] is True
 
 
 def test_schemas_show_question_in_and_answer_out(server):
-    assistants = httpx.post(f"{server}/assistants/search", json={}, timeout=30).json()
+    assistants = server.http.post("/assistants/search", json={}, timeout=30).json()
     aid = next(a["assistant_id"] for a in assistants if a["graph_id"] == "rag")
-    schemas = httpx.get(f"{server}/assistants/{aid}/schemas", timeout=30).json()
+    schemas = server.http.get(f"/assistants/{aid}/schemas", timeout=30).json()
     assert "question" in schemas["input_schema"]["properties"]
     assert "question" in schemas["input_schema"]["required"]
     assert {"answer", "citations", "verdict"} <= set(schemas["output_schema"]["properties"])
@@ -207,13 +210,14 @@ def _readme_block(tag: str) -> str:
 
 
 def test_readme_curl_and_python_examples_work(server):
-    port = server.rsplit(":", 1)[1]
+    port = server.url.rsplit(":", 1)[1]
+    env = {**os.environ, "RAG_API_KEY": server.key}  # as the README says to export it
     curl = _readme_block("example:curl").replace("8123", port)
-    out = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=300, env=env)
     assert "answer" in json.loads(out.stdout)
     script = _readme_block("example:python").replace("8123", port)
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
@@ -256,7 +260,7 @@ def test_no_route_lets_a_request_aim_a_model_at_another_host(server, listener):
     port, seen = listener
     evil = {"generator_model": EVIL.format(port=port)}
     run_body = {"assistant_id": "rag", "input": {"question": "How do I run the server?"}}
-    thread = httpx.post(f"{server}/threads", json={}, timeout=30).json()["thread_id"]
+    thread = server.http.post("/threads", json={}, timeout=30).json()["thread_id"]
     attempts = []
     for where in ("config", "context", "checkpoint"):
         body = {
@@ -282,7 +286,7 @@ def test_no_route_lets_a_request_aim_a_model_at_another_host(server, listener):
         ("PATCH", "/assistants/anything", {"config": {"configurable": evil}}),
     ]
     for method, path, body in attempts:
-        response = httpx.request(method, f"{server}{path}", json=body, timeout=30)
+        response = server.http.request(method, path, json=body, timeout=30)
         assert 400 <= response.status_code < 500, (method, path, response.text)
     time.sleep(2)  # a run that slipped through would have called the listener by now
     assert seen == []
@@ -290,8 +294,17 @@ def test_no_route_lets_a_request_aim_a_model_at_another_host(server, listener):
 
 def test_other_origins_and_foreign_host_names_are_refused(server):
     other = {"Origin": "http://127.0.0.1:9"}
-    assert httpx.post(f"{server}/threads/search", json={}, headers=other).status_code == 403
+    assert server.http.post("/threads/search", json={}, headers=other).status_code == 403
     rebound = {"Host": "evil.example"}
-    assert httpx.get(f"{server}/healthz", headers=rebound).status_code == 403
-    same = {"Origin": server}
-    assert httpx.post(f"{server}/threads/search", json={}, headers=same).status_code == 200
+    assert server.http.get("/healthz", headers=rebound).status_code == 403
+    same = {"Origin": server.url}
+    assert server.http.post("/threads/search", json={}, headers=same).status_code == 200
+
+
+def test_a_default_server_answers_only_clients_with_its_generated_key(server):
+    """Loopback is shared by every user and process of the machine: no key, no answer."""
+    for method, path in (("POST", "/threads/search"), ("POST", "/runs/wait"), ("GET", "/ok")):
+        response = httpx.request(method, f"{server.url}{path}", json={}, timeout=30)
+        assert response.status_code == 401, (path, response.text)
+    wrong = {"X-API-Key": server.key[:-1]}
+    assert server.http.post("/threads/search", json={}, headers=wrong).status_code == 401

@@ -18,24 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.local_service import RAG, REPO, ingest_docs_corpus, smollm2_env
+from tests.local_service import RAG, REPO, ingest_docs_corpus, smollm2_env, start, wait_until_up
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # SmolLM2-135M cites a passage for some questions and not others; the first one does
 # today. The later ones are only asked if an answer came back without a citation.
 QUESTIONS = (
@@ -53,38 +41,13 @@ def ui(tmp_path_factory):
     env = smollm2_env(data, llm_threads="1", tracing="local")
     ingest_docs_corpus(env)
     port = free_port()
-    log = data / "ui.log"  # a file, not a pipe nobody drains: the server never blocks on it
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [RAG, "ui", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+    log = data / "ui.log"
+    proc = start(["ui", "--port", str(port)], env, log)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/api/options", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"rag ui did not start:\n{log.read_text()}")
-        time.sleep(0.5)
+    wait_until_up(proc, f"{url}/api/options", log, timeout=60)
     yield {"url": url, "env": env, "data": data}
     proc.terminate()
     proc.wait(timeout=30)
-
-
-@pytest.fixture
-def browser():
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install_browser.sh (make test does)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def artifacts() -> Path:

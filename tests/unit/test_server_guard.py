@@ -6,7 +6,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from rag_cli.main import main
-from rag_cli.serve_cmd import exposure_problem
+from rag_cli.serve_cmd import exposure_problem, server_key
 from rag_cli.server_app import app
 from tools.config import load_settings, masked
 
@@ -138,6 +138,35 @@ def test_a_body_over_the_cap_is_refused_before_it_is_read(client):
     assert client.post("/runs/wait", content=trickle()).status_code == 413
 
 
+def test_a_body_that_trickles_past_the_deadline_gets_408():
+    """Driven at the ASGI level: a client that sends one byte and then nothing."""
+    import asyncio
+
+    from tools.http_guard import HttpGuard
+
+    reached = []
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+
+    async def receive():
+        if not sent:
+            sent.append(1)
+            return {"type": "http.request", "body": b"{", "more_body": True}
+        await asyncio.sleep(3600)
+
+    sent: list[int] = []
+    replies: list[dict] = []
+
+    async def send(message):
+        replies.append(message)
+
+    guard = HttpGuard(app, settings=load_settings, max_body=1000, body_timeout_s=0.05)
+    scope = {"type": "http", "path": "/runs/wait", "headers": [(b"host", b"127.0.0.1")]}
+    asyncio.run(guard(scope, receive, send))
+    assert replies[0]["status"] == 408 and reached == []
+
+
 @pytest.mark.parametrize(
     ("headers", "status"),
     [
@@ -190,6 +219,16 @@ def test_api_key_is_masked():
 )
 def test_non_loopback_bind_needs_a_key_or_explicit_permission(host, overrides, refused):
     assert (exposure_problem(host, load_settings(overrides)) is not None) is refused
+
+
+def test_loopback_gets_a_generated_key_kept_across_restarts(tmp_path):
+    settings, path = server_key(load_settings(), tmp_path)
+    assert path == tmp_path / "api_key" and len(settings.api_key) >= 32
+    assert path.stat().st_mode & 0o777 == 0o600  # other users of the machine cannot read it
+    assert server_key(load_settings(), tmp_path)[0].api_key == settings.api_key
+    for explicit in ({"api_key": "mine"}, {"open_loopback": True}, {"allow_remote": True}):
+        chosen, generated = server_key(load_settings(explicit), tmp_path / "other")
+        assert generated is None and chosen.api_key == explicit.get("api_key", "")
 
 
 def test_rag_serve_refuses_an_open_public_bind(capsys):
