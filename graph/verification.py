@@ -39,6 +39,7 @@ from tools.sanitize import addressed_to_model
 
 NO_CITATION = "cites no passage"
 _WORD = re.compile(r"\w{3,}")
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
 
 
 def obeyed_words(clause: str, passage: str) -> list[str]:
@@ -61,6 +62,26 @@ def _gaps(clause: str, passage: str) -> list[str]:
     return missing_facts(clause, passage) + followed
 
 
+def _claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[int]]]]]:
+    """Each statement with its clauses and their markers. A statement without any
+    marker takes the markers of the next cited statement of its paragraph: writers (and
+    small models) put one citation at the end of a paragraph for all of it. What it says
+    is still checked against those passages; a paragraph with no marker cites nothing."""
+    out: list[tuple[str, list[tuple[str, list[int]]]]] = []
+    for paragraph in _PARAGRAPH.split(draft):
+        pending: list[str] = []
+        for claim in statements(paragraph):
+            clauses = cited_clauses(claim)
+            if not any(numbers for _, numbers in clauses):
+                pending.append(claim)
+                continue
+            out += [(p, [(p, clauses[0][1])]) for p in pending]
+            out.append((claim, clauses))
+            pending = []
+        out += [(p, [(p, [])]) for p in pending]
+    return out
+
+
 def citation_problems(
     draft: str, passages: Sequence[dict[str, Any]]
 ) -> tuple[list[str], dict[str, list[str]], list[int]]:
@@ -77,9 +98,9 @@ def citation_problems(
     unsupported: list[str] = []
     missing: dict[str, list[str]] = {}
     cited: set[int] = set()
-    for claim in statements(draft):
+    for claim, clauses in _claims_with_citations(draft):
         facts: list[str] = []
-        for clause, numbers in cited_clauses(claim):
+        for clause, numbers in clauses:
             own = [n for n in numbers if n in valid]
             cited.update(own)
             if not own:

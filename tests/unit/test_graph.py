@@ -216,13 +216,23 @@ def test_citation_markers_alone_are_regenerated_unverified(corpus_env, models):
 
 
 def test_an_uncited_statement_is_not_verified_and_the_model_is_not_asked(corpus_env, models):
-    models.answer = "Run make demo to install the service. It takes 4 minutes [1]."
+    models.answer = "Run make demo to install the service.\n\nIt takes 4 minutes [1]."
     out = ask("How do I install the service?", {"max_regenerations": 0})
     assert out["outcome"] == "not_verified" and out["verdict"]["confidence"] == 0.0
     assert out["verdict"]["missing"] == {
         "Run make demo to install the service.": ["cites no passage"]
     }
     assert models.chats["verifier"].calls == []
+
+
+def test_a_citation_closing_a_paragraph_covers_the_sentences_before_it(corpus_env, models):
+    models.answer = "Run make demo to install the service. It builds the index [1]."
+    out = ask("How do I install the service?", {"max_regenerations": 0})
+    assert out["verdict"]["unsupported"] == [] and out["outcome"] == "verified"
+    models.answer = "Run `make setup` to install the service. It builds the index [1]."
+    out = ask("How do I install the service?", {"max_regenerations": 0})
+    assert out["outcome"] == "not_verified", out["verdict"]  # still checked against [1]
+    assert list(out["verdict"]["missing"]) == ["Run `make setup` to install the service."]
 
 
 @pytest.mark.parametrize(("threshold", "outcome"), [(0.95, "not_verified"), (0.85, "verified")])
