@@ -8,13 +8,13 @@ import pytest
 
 from graph import build_graph, config_for
 from graph.context import context_message
+from graph.verification import citation_problems
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.unit.conftest import EMB
 from tools.collection import Collection
 from tools.config import load_settings
 from tools.local_llm import _to_llama_messages
-from graph.verification import citation_problems
 from tools.sanitize import addressed_to_model, neutralise, one_line
 
 HOSTILE = {
