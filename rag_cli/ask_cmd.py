@@ -7,17 +7,24 @@ import json
 import re
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, messages_from_dict, messages_to_dict
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for, prompts
 from graph.context import context_message
 from graph.graph import GENERATOR_NODE
 from graph.state import OutputState
-from tools.config import Settings
-from tools.models import check_credentials
+from tools.config import Settings, choices
+from tools.models import check_models
 from tools.sanitize import printable
 
 ANSWER_ROLES = ("query", "generator", "verifier")  # the chat models answering a question
@@ -26,16 +33,25 @@ OUTPUT_KEYS = tuple(OutputState.__annotations__)  # the answer object, as the gr
 
 def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     ask = sub.add_parser("ask", help="answer one question from a collection, with citations")
-    ask.add_argument("question")
+    ask.add_argument("question", help="the question, in quotes")
     chat = sub.add_parser("chat", help="a conversation: follow-up questions use the history")
     for parser in (ask, chat):
-        parser.add_argument("--collection")
-        parser.add_argument("--k", type=int)
-        parser.add_argument("--rerank", choices=("none", "llm", "cross-encoder", "litellm"))
-        parser.add_argument("--strategy", choices=("top_n", "window"))
+        parser.add_argument("--collection", help="the collection to answer from")
+        parser.add_argument("--k", type=int, help="passages given to the generator")
+        parser.add_argument(
+            "--rerank", choices=choices("rerank"), help="reorder the passages before answering"
+        )
+        parser.add_argument(
+            "--strategy",
+            choices=choices("retrieval_strategy"),
+            help="window: merge neighbouring chunks into each passage",
+        )
         parser.add_argument("--user-id", help="attached to traces")
+        parser.add_argument(
+            "--thread",
+            help="continue the conversation saved under this id (kept in <data_dir>/threads)",
+        )
     ask.add_argument("--json", action="store_true", help="print the answer object as JSON")
-    ask.add_argument("--thread", help="continue a conversation saved under this id")
     ask.set_defaults(run=run_ask)
     chat.set_defaults(run=run_chat)
     return [ask, chat]
@@ -144,27 +160,32 @@ def print_answer(out: dict[str, Any]) -> None:
         print(f"trace: {out['trace_id']}")
 
 
-def _thread_path(settings: Settings, thread: str):
+def _thread_path(settings: Settings, thread: str) -> Path:
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", thread):
         raise ValueError("--thread must be 1-64 letters, digits, '.', '_' or '-'")
     return settings.data_dir / "threads" / f"{thread}.json"
 
 
+def _load_thread(path: Path | None) -> list[BaseMessage]:
+    return messages_from_dict(json.loads(path.read_text())) if path and path.exists() else []
+
+
+def _save_thread(path: Path, messages: list[BaseMessage]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(messages_to_dict(messages)))
+
+
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:
-    history = []
     path = _thread_path(settings, args.thread) if args.thread else None
-    if path and path.exists():
-        history = messages_from_dict(json.loads(path.read_text()))
-    check_credentials(settings, ANSWER_ROLES)
+    history = _load_thread(path)
+    check_models(settings, ANSWER_ROLES)
     inputs: dict[str, Any] = {"question": args.question, "messages": history}
     config = config_for(
         thread_id=args.thread, user_id=args.user_id, **_configurable(args, settings)
     )
     out = answer(build_graph(), inputs, config, show=not args.json)
     if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        turn = [HumanMessage(args.question), AIMessage(out["answer"])]
-        path.write_text(json.dumps(messages_to_dict([*history, *turn])))
+        _save_thread(path, [*history, HumanMessage(args.question), AIMessage(out["answer"])])
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     else:
@@ -176,10 +197,14 @@ CHAT_HELP = "commands: /passages (what was retrieved), /prompt (the full prompt)
 
 
 def run_chat(args: argparse.Namespace, settings: Settings) -> int:
-    check_credentials(settings, ANSWER_ROLES)
+    path = _thread_path(settings, args.thread) if args.thread else None
+    history = _load_thread(path)  # given to the graph with the first question
+    check_models(settings, ANSWER_ROLES)
     app = build_graph(checkpointer=InMemorySaver())
-    session = str(uuid.uuid4())  # one chat = one thread = one Langfuse session
+    session = args.thread or str(uuid.uuid4())  # one chat = one thread = one Langfuse session
     print(f"rag chat on collection {args.collection or settings.collection!r}. {CHAT_HELP}")
+    if history:
+        print(f"(conversation {args.thread!r} resumed: {len(history) // 2} earlier turns)")
     while True:
         try:
             line = input("\nyou> ").strip()
@@ -191,8 +216,8 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         if line in ("/quit", "/exit"):
             return 0
         if line == "/new":
-            session = str(uuid.uuid4())
-            print("(new conversation)")
+            session, path, history = str(uuid.uuid4()), None, []
+            print("(new conversation" + (", not saved under --thread)" if args.thread else ")"))
             continue
         config = config_for(
             thread_id=session, user_id=args.user_id, **_configurable(args, settings)
@@ -200,8 +225,12 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         if line in ("/passages", "/prompt"):
             _show_last(app, config, line)
             continue
+        inputs = {"question": line, "messages": history}
         try:
-            print_answer(answer(app, {"question": line}, config, show=True))
+            print_answer(answer(app, inputs, config, show=True))
+            history = []  # from now on the thread's own state holds the conversation
+            if path:
+                _save_thread(path, app.get_state(config).values["messages"])
         except ValueError as exc:
             print(f"error: {exc}")
         except KeyboardInterrupt:  # Ctrl-C while answering cancels that answer only

@@ -43,7 +43,6 @@ MAX_BODY_BYTES = 1_000_000
 MAX_MESSAGES = 100
 MAX_MESSAGE_CHARS = 20_000
 INPUT_FIELDS = {"question", "messages", *PER_QUESTION_FIELDS}
-RERANKERS = ("none", "llm", "cross-encoder", "litellm")
 
 
 def _overrides(body: dict[str, Any]) -> dict[str, Any] | str:

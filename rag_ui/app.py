@@ -39,13 +39,13 @@ from starlette.staticfiles import StaticFiles
 from graph import build_graph, config_for
 from graph.configuration import PER_QUESTION_FIELDS
 from graph.graph import GENERATOR_NODE
-from rag_cli.server_app import RERANKERS, check_run_request
+from rag_cli.server_app import check_run_request
 from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, check_comment, flags_file
 from rag_ui.sessions import Session, Sessions
 from tools import tracing
 from tools.collection import list_collections
-from tools.config import Settings
+from tools.config import Settings, choices
 from tools.http_guard import HttpGuard, parse_json
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class ChatApp:
 
     async def options(self, _: Request) -> JSONResponse:
         s = self.settings
-        usable = [r for r in RERANKERS if r in ("none", "llm") or s.rerank_model]
+        usable = [r for r in choices("rerank") if r in ("none", "llm") or s.rerank_model]
         return JSONResponse(
             {
                 "collections": list_collections(s),

@@ -12,7 +12,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -241,6 +241,11 @@ REQUEST_SETTINGS = frozenset(
         "on_unverified",
     }
 )
+
+
+def choices(name: str) -> tuple[str, ...]:
+    """The values a Literal setting accepts: the one list, for CLI flags and forms."""
+    return get_args(Settings.model_fields[name].annotation)
 
 
 def request_overrides(values: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -27,3 +27,13 @@ class EmptyReplyError(ModelError):
     """A model answered with nothing at all, on every attempt."""
 
     kind = "empty_answer"
+
+
+class ContextOverflowError(ModelError):
+    """The prompt does not fit the model's context window; retrying cannot help."""
+
+    kind = "context_overflow"
+    hint = (
+        "the prompt does not fit the model's context window: lower k (fewer passages), "
+        "ask a shorter question, or raise llm_context_tokens (local models)"
+    )

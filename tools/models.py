@@ -7,12 +7,16 @@ Switching any role to a hosted or self-hosted model is a configuration change
 from __future__ import annotations
 
 import os
+import socket
+import time
 from typing import Literal
+from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from tools.config import ConfigError, Settings
+from tools.errors import ModelError
 from tools.local_assets import DEFAULT_LLM, resolve_gguf
 from tools.model_spec import ModelSpec, parse_model_spec
 
@@ -27,13 +31,39 @@ def chat_spec(settings: Settings, role: Role) -> ModelSpec:
     return parse_model_spec(getattr(settings, f"{role}_model"), kind="chat")
 
 
-def check_credentials(settings: Settings, roles: tuple[Role, ...] = ROLES) -> None:
-    """Raise ConfigError now for a remote chat model that lacks its key, so a command
-    fails before retrieval runs, not after it (no model is loaded or called)."""
+def check_models(settings: Settings, roles: tuple[Role, ...] = ROLES) -> None:
+    """Fail now, in one line, for a remote chat model that lacks its key or whose server
+    does not answer, so a command fails before retrieval runs, not after it. Local
+    models are neither loaded nor called here."""
+    reached: set[str] = set()
     for role in roles:
         spec = chat_spec(settings, role)
-        if spec.provider == "openai":
-            _openai_key(spec, f"RAG_{role.upper()}_MODEL")
+        if spec.provider != "openai":
+            continue
+        setting = f"RAG_{role.upper()}_MODEL"
+        _openai_key(spec, setting)
+        url = (spec.base_url or key_base_url()).rstrip("/")
+        if url not in reached:
+            _reach(url, role, setting, attempts=settings.llm_max_retries + 1)
+            reached.add(url)
+
+
+def _reach(url: str, role: str, setting: str, *, attempts: int) -> None:
+    """Open (and close) a TCP connection to the server behind ``url``."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    for attempt in range(attempts):
+        try:
+            socket.create_connection((parts.hostname or "", port), timeout=5).close()
+            return
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            if attempt + 1 < attempts:
+                time.sleep(0.5 * 2**attempt)
+    raise ModelError(
+        f"the {role} model's server at {url} does not answer ({reason}; {attempts} attempts): "
+        f"start it, or point {setting} at one that runs"
+    )
 
 
 def chat_model(settings: Settings, role: Role) -> BaseChatModel:

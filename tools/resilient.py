@@ -5,12 +5,14 @@ Providers fail in their own vocabulary (``openai.APITimeoutError``, litellm's
 must turn each into a clear ``error`` in the answer object, never an unhandled
 exception, so every call goes through ``as_model_error`` and comes out as one of
 the types in ``tools.errors``. LLM timeouts are not retried: each attempt already
-waited the whole ``llm_timeout_s``, and retrying would multiply the wait.
+waited the whole ``llm_timeout_s``, and retrying would multiply the wait. Nor is a
+prompt over the context window: it would overflow again.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -20,7 +22,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from tools.errors import EmptyReplyError, LLMTimeoutError, ModelError
+from tools.errors import ContextOverflowError, EmptyReplyError, LLMTimeoutError, ModelError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -31,10 +33,17 @@ def is_timeout(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__
 
 
+# llama.cpp: "Requested tokens (4710) exceed context window of 4096"; OpenAI-compatible
+# servers: "maximum context length is 4096 tokens" / code context_length_exceeded
+_OVERFLOW = re.compile(r"exceed\w* context window|maximum context length|context_length_exceeded")
+
+
 def as_model_error(exc: Exception, what: str) -> ModelError:
     if isinstance(exc, ModelError):
         return exc
     detail = f"{what}: {type(exc).__name__}: {exc}"
+    if _OVERFLOW.search(str(exc)):
+        return ContextOverflowError(f"{detail}; {ContextOverflowError.hint}")
     return LLMTimeoutError(detail) if is_timeout(exc) else ModelError(detail)
 
 
@@ -56,7 +65,10 @@ def with_retries(
             return call()
         except Exception as exc:
             error = as_model_error(exc, what)
-            if attempt == retries or (isinstance(error, LLMTimeoutError) and not retry_timeouts):
+            final = isinstance(error, ContextOverflowError) or (
+                isinstance(error, LLMTimeoutError) and not retry_timeouts
+            )
+            if attempt == retries or final:
                 if attempt:
                     error.args = (f"{error} (after {attempt + 1} attempts)",)
                 raise error from exc

@@ -109,3 +109,21 @@ def test_a_missing_key_is_reported_before_retrieval(corpus_env, models, capsys, 
     assert main(["ask", "How do I install?", "--verifier-model", "openai:gpt-4o-mini"]) == 2
     err = capsys.readouterr().err
     assert "RAG_VERIFIER_MODEL=openai:gpt-4o-mini needs OPENAI_API_KEY" in err
+
+
+def test_chat_thread_is_saved_and_resumed(corpus_env, models, capsys, monkeypatch):
+    def chat(*lines: str) -> str:
+        feed = iter([*lines, "/quit"])
+        monkeypatch.setattr("builtins.input", lambda _prompt="": next(feed))
+        assert main(["chat", "--thread", "work"]) == 0
+        return capsys.readouterr().out
+
+    chat("How do I install the service?")
+    assert models.chats["query"].calls == []  # a first question needs no rephrasing
+    out = chat("And how long does it take?")
+    assert "(conversation 'work' resumed: 1 earlier turns)" in out
+    assert len(models.chats["query"].calls) == 1  # the follow-up was rephrased with history
+    history = models.chats["query"].calls[0]
+    assert any("How do I install the service?" in m.text for m in history)
+    out = chat("/new", "How do I install the service?")
+    assert "not saved under --thread" in out

@@ -31,6 +31,12 @@ def raising(exc):
         (raising(APITimeoutError("Request timed out.")), "timeout", 1),  # never retried
         (raising(RuntimeError("llama_decode returned -3")), "model_error", 3),
         (raising(ConnectionError("connection refused")), "model_error", 3),
+        # llama.cpp's words; an overflow would overflow again, so it is not retried
+        (
+            raising(ValueError("Requested tokens (4710) exceed context window of 4096")),
+            "context_overflow",
+            1,
+        ),
         (lambda m: "", "empty_answer", 3),
         (lambda m: "  \n ", "empty_answer", 3),
     ],
@@ -159,3 +165,25 @@ def test_rag_ask_prints_the_typed_error_and_exits_1(corpus_env, models, capsys):
     assert "error (timeout in generate_answer): no complete answer" in out
     assert main(["ask", "How do I install the service?", "--json"]) == 1
     assert '"type": "timeout"' in capsys.readouterr().out
+
+
+def test_an_overflow_says_which_setting_helps():
+    with pytest.raises(ModelError, match=r"lower k .* raise llm_context_tokens"):
+        overflow = ValueError("Requested tokens (4710) exceed context window of 4096")
+        with_retries(lambda: raising(overflow)([]), retries=2, what="generate_answer")
+
+
+def test_a_dead_endpoint_is_one_line_before_any_retrieval(corpus_env, models, capsys):
+    from rag_cli.main import main
+    from tests.net import free_port
+    from tests.unit.conftest import EMB
+
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    embedded = len(EMB.calls)
+    code = main(["ask", "How do I install?", "--generator-model", f"openai:foo@{url}"])
+    assert code == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "generator" in err and url in err and "RAG_GENERATOR_MODEL" in err
+    assert "3 attempts" in err  # llm_max_retries + 1
+    assert len(EMB.calls) == embedded  # the question was never embedded: no retrieval ran
