@@ -14,7 +14,7 @@ Routes (JSON in, JSON or Server-Sent Events out; junk gets a 4xx with the reason
 - ``POST /api/flag``: store an answered exchange with the user's comment.
 
 Per-question settings (collection, k, rerank) pass through the LangGraph server's
-allow-list and validation (``rag_cli.server_app.check_run_request``), so the page can
+allow-list and validation (``server.app.check_run_request``), so the page can
 change nothing a server request could not.
 """
 
@@ -39,10 +39,10 @@ from starlette.staticfiles import StaticFiles
 from graph import build_graph, config_for
 from graph.configuration import PER_QUESTION_FIELDS
 from graph.graph import GENERATOR_NODE
-from rag_cli.server_app import check_run_request
 from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, check_comment, flags_file
 from rag_ui.sessions import Session, Sessions
+from server.app import check_run_request
 from tools import tracing
 from tools.collection import list_collections
 from tools.config import Settings, choices

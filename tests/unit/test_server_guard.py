@@ -7,7 +7,7 @@ from starlette.testclient import TestClient
 
 from rag_cli.main import main
 from rag_cli.serve_cmd import exposure_problem, server_key
-from rag_cli.server_app import app
+from server.app import app
 from tools.config import load_settings, masked
 
 
