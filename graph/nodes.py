@@ -282,7 +282,9 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
     abstain = state.get("abstain_reason") or (
         "" if state.get("draft") else prompts.ABSTAIN_NOT_FOUND
     )
-    if (
+    if not abstain and verdict.get("obeyed_passage"):
+        abstain = prompts.ABSTAIN_OBEYED
+    elif (
         not abstain
         and verdict
         and not verdict.get("grounded")

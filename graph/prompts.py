@@ -116,6 +116,10 @@ ABSTAIN_NO_CONTEXT = (
 )
 ABSTAIN_NOT_FOUND = "The documents do not say: the retrieved passages do not answer the question."
 ABSTAIN_ERROR = "No answer: the {stage} step failed ({type}): {message}"
+ABSTAIN_OBEYED = (
+    "No answer: a retrieved passage holds instructions addressed to the assistant, and the "
+    "answer written followed them instead of answering from the documents."
+)
 ABSTAIN_UNVERIFIED = (
     "I could not produce an answer that the documents support, so I am not giving one."
 )

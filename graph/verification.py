@@ -38,6 +38,7 @@ from tools.grounding import cited_clauses, missing_facts, statements
 from tools.sanitize import addressed_to_model
 
 NO_CITATION = "cites no passage"
+FOLLOWS = "follows text addressed to the model"
 _WORD = re.compile(r"\w{3,}")
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 
@@ -58,7 +59,7 @@ def obeyed_words(clause: str, passage: str) -> list[str]:
 
 def _gaps(clause: str, passage: str) -> list[str]:
     obeyed = obeyed_words(clause, passage)
-    followed = [f"follows text addressed to the model ({', '.join(obeyed)})"] if obeyed else []
+    followed = [f"{FOLLOWS} ({', '.join(obeyed)})"] if obeyed else []
     return missing_facts(clause, passage) + followed
 
 
@@ -137,6 +138,8 @@ def verify_answer(
         "unsupported": unsupported,
         "missing": missing,
         "threshold": threshold,
+        # an answer that obeys a passage is withheld, not shown "not verified"
+        "obeyed_passage": any(f.startswith(FOLLOWS) for fs in missing.values() for f in fs),
     }
     if not claims or unsupported:  # fails before the model is asked: nothing to weigh
         return {**verdict, "grounded": False, "confidence": 0.0}

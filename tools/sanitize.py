@@ -44,6 +44,7 @@ _ADDRESSED = re.compile(
   | \b(?:reply|respond|answer|say|output)\b[^.!?\n]{0,20}\b(?:only|just|solely)\b
       [^.!?\n]{0,20}\bwords?\b
   | \b(?:reply|respond|answer)\s+(?:only\s+)?with\s+(?:the\s+)?(?:single\s+)?word\b
+  | \byou\s+(?:must|should|have\s+to|are\s+to)\s+(?:always\s+)?(?:reply|respond|answer|say)\b
   | \bignorier\w*\s+(?:alle\s+)?(?:vorherigen|bisherigen|obigen|früheren)\s+anweisungen
   | \b(?:hinweis|nachricht)\s+(?:an|für)\s+(?:den\s+|die\s+)?(?:ki\b|assistent)
   | \bantworte\s+(?:nur|ausschließlich)\b
