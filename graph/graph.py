@@ -23,7 +23,6 @@ from graph.state import InputState, OutputState, State
 from tools import tracing
 from tools.config import Settings, load_settings
 
-NODE_NAMES = ("generate_queries", "retrieve", "rerank", "generate_answer", "verify", "finalize")
 GENERATOR_NODE = "generate_answer"  # the node whose tokens are the answer: what clients stream
 
 

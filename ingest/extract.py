@@ -42,14 +42,6 @@ class ExtractOptions:
     json_title_field: str = "title"
 
 
-@dataclass
-class Skipped:
-    """A file the ingest run left out, with the ExtractError reason, for the run report."""
-
-    path: str
-    reason: str
-
-
 _SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv"}
 
 
