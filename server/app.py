@@ -16,7 +16,6 @@ this guard does not know still cannot change them. Routes the product does not u
 
 from __future__ import annotations
 
-import hmac
 import re
 from typing import Any
 
@@ -28,7 +27,7 @@ from starlette.routing import Route
 
 from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, settings_for
 from tools.collection import list_collections
-from tools.config import ConfigError, Settings, load_settings, request_overrides
+from tools.config import ConfigError, Settings, client_of, load_settings, request_overrides
 from tools.http_guard import HttpGuard, parse_json
 
 RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream|/batch)?/?$")
@@ -161,12 +160,12 @@ class ValidateRuns(BaseHTTPMiddleware):
 
 
 class RequireApiKey(BaseHTTPMiddleware):
-    """With ``api_key`` set, a request without the right X-API-Key header gets a 401."""
+    """With keys configured (``api_key``, ``client_keys``), a request without one of them
+    in the X-API-Key header gets a 401, on every route (server/auth.py then tells the
+    LangGraph routes which client it is)."""
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        expected = load_settings().api_key
-        given = request.headers.get(API_KEY_HEADER, "")
-        if expected and not hmac.compare_digest(given.encode(), expected.encode()):
+        if client_of(load_settings(), request.headers.get(API_KEY_HEADER, "")) is None:
             return JSONResponse(
                 {"detail": f"missing or wrong {API_KEY_HEADER} header"},
                 401,

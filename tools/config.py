@@ -8,6 +8,7 @@ fails before any model loads, with a message naming the setting and what it acce
 
 from __future__ import annotations
 
+import hmac
 import os
 import tomllib
 from collections.abc import Mapping
@@ -157,6 +158,12 @@ class Settings(BaseModel):
         False,
         description="Let `rag serve` bind a non-loopback host without an api_key.",
     )
+    client_keys: str = Field(
+        "",
+        description="Comma-separated name:key pairs, one per client of `rag serve` "
+        "(alice:KEY1,bob:KEY2). Each client sees only the threads it created; api_key, "
+        "when set too, is one more client named 'operator'.",
+    )
     open_loopback: bool = Field(
         False,
         description="Let `rag serve` on loopback answer without a key. Otherwise, with no "
@@ -212,6 +219,19 @@ class Settings(BaseModel):
             )
         return self
 
+    @field_validator("client_keys")
+    @classmethod
+    def _client_keys(cls, value: str) -> str:
+        names = []
+        for pair in filter(None, (p.strip() for p in value.split(","))):
+            name, colon, key = (part.strip() for part in pair.partition(":"))
+            if not (name and colon and key):
+                raise ValueError("use name:key pairs separated by commas (alice:KEY1,bob:KEY2)")
+            names.append(name)
+        if len(set(names)) < len(names) or "operator" in names:
+            raise ValueError("client names must differ, and 'operator' is api_key's")
+        return value
+
     @field_validator("data_dir", "cache_dir")
     @classmethod
     def _expand(cls, value: Path) -> Path:
@@ -241,6 +261,22 @@ REQUEST_SETTINGS = frozenset(
         "on_unverified",
     }
 )
+
+
+def client_of(settings: Settings, key: str) -> str | None:
+    """The name of the server client whose key this is, compared in constant time; with
+    no key configured every request is the one client 'anyone'. None: no such key."""
+    clients = [("operator", settings.api_key)] if settings.api_key else []
+    for pair in filter(None, (p.strip() for p in settings.client_keys.split(","))):
+        name, _, value = pair.partition(":")
+        clients.append((name.strip(), value.strip()))
+    if not clients:
+        return "anyone"
+    found = None
+    for name, value in clients:  # no early exit: the time does not depend on the match
+        if value and hmac.compare_digest(key.encode(), value.encode()):
+            found = name
+    return found
 
 
 def choices(name: str) -> tuple[str, ...]:
@@ -360,6 +396,9 @@ def masked(settings: Settings) -> dict[str, Any]:
         out[key] = str(value) if isinstance(value, Path) else value
     if settings.api_key:
         out["api_key"] = "***"
+    if settings.client_keys:
+        names = (pair.partition(":")[0].strip() for pair in settings.client_keys.split(","))
+        out["client_keys"] = ",".join(f"{name}:***" for name in names if name)
     for key in ("OPENAI_API_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY"):
         if os.environ.get(key):
             out[key.lower()] = "***"

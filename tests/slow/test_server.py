@@ -308,3 +308,31 @@ def test_a_default_server_answers_only_clients_with_its_generated_key(server):
         assert response.status_code == 401, (path, response.text)
     wrong = {"X-API-Key": server.key[:-1]}
     assert server.http.post("/threads/search", json={}, headers=wrong).status_code == 401
+
+
+def test_each_client_sees_only_its_own_threads(server_env, tmp_path):
+    """Several keys: LangGraph's own auth (server/auth.py) keeps clients apart."""
+    env = {**server_env, "RAG_CLIENT_KEYS": "alice:key-a,bob:key-b"}
+    port = free_port()
+    log = tmp_path / "clients.log"
+    proc = start(["serve", "--port", str(port)], env, log)
+    url = f"http://127.0.0.1:{port}"
+    alice = httpx.Client(base_url=url, headers={"X-API-Key": "key-a"}, timeout=60)
+    bob = httpx.Client(base_url=url, headers={"X-API-Key": "key-b"}, timeout=60)
+    try:
+        wait_until_up(proc, f"{url}/healthz", log, headers=lambda: {"X-API-Key": "key-a"})
+        mine = alice.post("/threads", json={"metadata": {"topic": "x"}}).json()["thread_id"]
+        assert [t["thread_id"] for t in alice.post("/threads/search", json={}).json()] == [mine]
+        assert bob.post("/threads/search", json={}).json() == []
+        assert bob.get(f"/threads/{mine}").status_code == 404
+        run = {"assistant_id": "rag", "input": {"question": "What does rag doctor do?"}}
+        assert bob.post(f"/threads/{mine}/runs/wait", json=run).status_code == 404
+        assert bob.delete(f"/threads/{mine}").status_code == 404
+        assert alice.get(f"/threads/{mine}").status_code == 200  # still there, still hers
+        nobody = httpx.post(f"{url}/threads/search", json={}, headers={"X-API-Key": "key-c"})
+        assert nobody.status_code == 401
+    finally:
+        alice.close()
+        bob.close()
+        proc.terminate()
+        proc.wait(timeout=30)

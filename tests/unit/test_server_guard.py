@@ -231,6 +231,29 @@ def test_loopback_gets_a_generated_key_kept_across_restarts(tmp_path):
         assert generated is None and chosen.api_key == explicit.get("api_key", "")
 
 
+def test_client_keys_name_the_client_and_are_validated():
+    from tools.config import ConfigError, client_of
+
+    settings = load_settings({"client_keys": "alice:key-a, bob:key-b", "api_key": "op"})
+    assert [client_of(settings, k) for k in ("key-a", "key-b", "op")] == [
+        "alice",
+        "bob",
+        "operator",
+    ]
+    assert client_of(settings, "key-c") is None and client_of(settings, "") is None
+    assert client_of(load_settings(), "") == "anyone"  # no key configured: one open client
+    assert masked(settings)["client_keys"] == "alice:***,bob:***"
+    for bad in ("alice", "alice:", ":k", "a:1,a:2", "operator:k"):
+        with pytest.raises(ConfigError, match="client_keys"):
+            load_settings({"client_keys": bad})
+
+
+def test_any_configured_client_key_opens_the_server(client, monkeypatch):
+    monkeypatch.setenv("RAG_CLIENT_KEYS", "alice:key-a,bob:key-b")
+    assert client.get("/healthz").status_code == 401
+    assert client.get("/healthz", headers={"X-API-Key": "key-b"}).status_code == 200
+
+
 def test_rag_serve_refuses_an_open_public_bind(capsys):
     assert main(["serve", "--host", "0.0.0.0"]) == 2
     assert "RAG_API_KEY" in capsys.readouterr().err
@@ -271,3 +294,24 @@ def test_the_openai_key_goes_only_to_its_own_base_url(monkeypatch):
     assert _openai_key(evil, "RAG_GENERATOR_MODEL") == "not-needed"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/")
     assert _openai_key(evil, "RAG_GENERATOR_MODEL") == "sk-secret"  # the operator's choice
+
+
+def test_threads_are_stamped_with_their_owner_and_filtered_on_it(monkeypatch):
+    import asyncio
+    from types import SimpleNamespace
+
+    from langgraph_sdk import Auth
+
+    from server.auth import authenticate, own_threads
+
+    monkeypatch.setenv("RAG_CLIENT_KEYS", "alice:key-a,bob:key-b")
+    assert asyncio.run(authenticate({b"x-api-key": b"key-b"})) == "bob"
+    with pytest.raises(Auth.exceptions.HTTPException):
+        asyncio.run(authenticate({b"x-api-key": b"key-a "}))
+    ctx = SimpleNamespace(user=SimpleNamespace(identity="alice"))
+    value = {"metadata": {"owner": "bob", "topic": "x"}}  # a forged owner is overwritten
+    assert asyncio.run(own_threads(ctx, value)) == {"owner": "alice"}
+    assert value["metadata"] == {"owner": "alice", "topic": "x"}
+    created = {"thread_id": "t"}
+    asyncio.run(own_threads(ctx, created))
+    assert created["metadata"] == {"owner": "alice"}
