@@ -33,19 +33,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from rag_ui.app import create_app
+    from rag_ui.token import new_token
 
     problem = exposure_problem(args.host, settings)
     if problem:
         print(f"rag ui: error: {problem}", file=sys.stderr)
         return 2
     check_collections(settings)
+    open_page = settings.open_loopback or settings.allow_remote
+    token = None if open_page else new_token()
     print(
-        f"chat page at http://{args.host}:{args.port}/ (data in {settings.data_dir.resolve()}, "
+        f"chat page at http://{args.host}:{args.port}/"
+        + (f"?token={token}" if token else "")
+        + f" (data in {settings.data_dir.resolve()}, "
         f"flags in {settings.data_dir.resolve() / 'flags.sqlite'}); Ctrl-C stops",
         flush=True,
     )
     uvicorn.run(
-        create_app(answering(args.host, settings)),
+        create_app(answering(args.host, settings), token),
         host=args.host,
         port=args.port,
         log_level="warning",

@@ -42,6 +42,7 @@ from graph.graph import GENERATOR_NODE
 from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, check_comment, flags_file
 from rag_ui.sessions import Session, Sessions
+from rag_ui.token import RequireToken
 from server.app import check_run_request
 from tools import tracing
 from tools.collection import list_collections
@@ -235,8 +236,9 @@ class ChatApp:
         return JSONResponse({"id": flag_id, "trace_scored": scored}, 201)
 
 
-def create_app(settings: Settings) -> Starlette:
-    """The page for these settings (the ones every other entry point loads)."""
+def create_app(settings: Settings, token: str | None = None) -> Starlette:
+    """The page for these settings (the ones every other entry point loads); with
+    ``token``, only for browsers that opened the URL carrying it (rag_ui/token.py)."""
     chat = ChatApp(settings)
     app = Starlette(
         routes=[
@@ -250,7 +252,9 @@ def create_app(settings: Settings) -> Starlette:
         ],
         exception_handlers={BadRequest: _bad_request},
     )
-    app.add_middleware(
+    if token:
+        app.add_middleware(RequireToken, token=token)
+    app.add_middleware(  # added last, so it runs first: Host and Origin before the token
         HttpGuard,
         settings=lambda: settings,
         max_body=MAX_BODY_BYTES,

@@ -61,3 +61,14 @@ def wait_until_up(
             proc.kill()
             raise RuntimeError(f"{url} did not come up:\n{log.read_text()}")
         time.sleep(0.5)
+
+
+def ui_token(log: Path, timeout: float = 60) -> str:
+    """The token `rag ui` printed in the page's URL (``chat page at http://...?token=T``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in log.read_text().splitlines():
+            if line.startswith("chat page at ") and "?token=" in line:
+                return line.split("?token=", 1)[1].split()[0]
+        time.sleep(0.2)
+    raise RuntimeError(f"rag ui printed no token:\n{log.read_text()}")

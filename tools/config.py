@@ -166,9 +166,9 @@ class Settings(BaseModel):
     )
     open_loopback: bool = Field(
         False,
-        description="Let `rag serve` on loopback answer without a key. Otherwise, with no "
-        "api_key set, it generates one and keeps it in <data_dir>/server/api_key, so other "
-        "users and processes of the machine cannot use the server.",
+        description="Serve loopback without a key. Otherwise `rag serve` (with no api_key) "
+        "generates one and keeps it in <data_dir>/server/api_key, and `rag ui` prints its "
+        "URL with a new token, so other users and processes of the machine cannot use them.",
     )
 
     allowed_hosts: str = Field(

@@ -51,7 +51,7 @@ def host_name(host_header: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def _reply(send: Send, status: int, detail: str) -> None:
+async def reply(send: Send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -81,11 +81,11 @@ class HttpGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         problem = self._problem(headers)
         if problem:
-            await _reply(send, *problem)
+            await reply(send, *problem)
             return
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body:
-            await _reply(send, 413, f"request body over {self.max_body} bytes")
+            await reply(send, 413, f"request body over {self.max_body} bytes")
             return
         chunks: list[bytes] = []
         size, more = 0, True
@@ -94,7 +94,7 @@ class HttpGuard:
             try:
                 message = await asyncio.wait_for(receive(), deadline - time.monotonic())
             except TimeoutError:
-                await _reply(
+                await reply(
                     send, 408, f"request body not received within {self.body_timeout_s:g} s"
                 )
                 return
@@ -103,7 +103,7 @@ class HttpGuard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await _reply(send, 413, f"request body over {self.max_body} bytes")
+                await reply(send, 413, f"request body over {self.max_body} bytes")
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)

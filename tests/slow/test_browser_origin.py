@@ -17,7 +17,7 @@ import threading
 import httpx
 import pytest
 
-from tests.local_service import smollm2_env, start, wait_until_up
+from tests.local_service import smollm2_env, start, ui_token, wait_until_up
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
@@ -66,8 +66,11 @@ def servers(tmp_path_factory):
     serve_url, ui_url = f"http://127.0.0.1:{serve_port}", f"http://127.0.0.1:{ui_port}"
     try:
         wait_until_up(serve, f"{serve_url}/healthz", data / "serve.log", headers=key)
-        wait_until_up(ui, f"{ui_url}/api/options", data / "ui.log", timeout=60)
-        yield {"serve": serve_url, "ui": ui_url, "key": key()["X-API-Key"]}
+        token = ui_token(data / "ui.log")
+        wait_until_up(
+            ui, f"{ui_url}/api/options", data / "ui.log", headers=lambda: {"X-UI-Token": token}
+        )
+        yield {"serve": serve_url, "ui": ui_url, "key": key()["X-API-Key"], "token": token}
     finally:
         for proc in (serve, ui):
             proc.terminate()
@@ -150,7 +153,7 @@ def test_the_servers_own_origin_still_works(servers, browser):
     """The control: the same kind of request from the page's own origin passes."""
     before = len(threads(servers))
     page = browser.new_page()
-    page.goto(f"{servers['ui']}/")
+    page.goto(f"{servers['ui']}/?token={servers['token']}")  # the URL rag ui printed
     status = page.evaluate(
         """async () => (await fetch("/api/sessions", {method: "POST", body: "{}",
              headers: {"Content-Type": "application/json"}})).status"""

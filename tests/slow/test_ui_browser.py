@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.local_service import RAG, REPO, ingest_docs_corpus, smollm2_env, start, wait_until_up
+from tests.local_service import (
+    RAG,
+    REPO,
+    ingest_docs_corpus,
+    smollm2_env,
+    start,
+    ui_token,
+    wait_until_up,
+)
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
@@ -44,8 +52,10 @@ def ui(tmp_path_factory):
     log = data / "ui.log"
     proc = start(["ui", "--port", str(port)], env, log)
     url = f"http://127.0.0.1:{port}"
-    wait_until_up(proc, f"{url}/api/options", log, timeout=60)
-    yield {"url": url, "env": env, "data": data}
+    token = ui_token(log)
+    auth = lambda: {"X-UI-Token": token}  # noqa: E731
+    wait_until_up(proc, f"{url}/api/options", log, headers=auth, timeout=60)
+    yield {"url": url, "env": env, "data": data, "token": token}
     proc.terminate()
     proc.wait(timeout=30)
 
@@ -75,7 +85,7 @@ def test_ask_open_citation_and_prompt_then_flag(ui, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
-    page.goto(ui["url"])
+    page.goto(f"{ui['url']}/?token={ui['token']}")  # as the printed URL says
     question, turn = ask_until_cited(page)
 
     citation = turn.get_by_test_id("answer").locator("a.cite").first

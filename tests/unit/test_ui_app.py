@@ -257,3 +257,20 @@ def test_same_origin_page_and_nested_or_oversized_bodies(client):
     deep = b'{"session": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
     assert client.post("/api/ask", content=deep, headers=json_type).status_code == 422
     assert client.post("/api/ask", content=nested, headers=json_type).status_code == 413
+
+
+def test_with_a_token_the_page_answers_only_the_browser_that_opened_its_url(corpus_env, models):
+    with TestClient(create_app(corpus_env, token="s3cret"), base_url="http://127.0.0.1:8124") as c:
+        for path in ("/", "/api/options", "/static/app.js"):
+            assert c.get(path).status_code == 401, path
+        assert "?token=" in c.get("/").json()["detail"]
+        assert c.post("/api/sessions", json={}).status_code == 401
+        assert c.get("/?token=wrong", follow_redirects=False).status_code == 401
+        opened = c.get("/?token=s3cret&x=1", follow_redirects=False)
+        assert opened.status_code == 303 and opened.headers["location"] == "/?x=1"
+        cookie = opened.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert c.get("/api/options").status_code == 200  # the client keeps the cookie
+        assert c.post("/api/sessions", json={}).status_code == 201
+    with TestClient(create_app(corpus_env, token="s3cret"), base_url="http://127.0.0.1:8124") as c:
+        assert c.get("/api/options", headers={"X-UI-Token": "s3cret"}).status_code == 200
