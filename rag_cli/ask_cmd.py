@@ -19,10 +19,10 @@ from langchain_core.messages import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import build_graph, config_for, prompts
-from graph.context import context_message
+from graph import build_graph, config_for
 from graph.graph import GENERATOR_NODE
 from graph.state import OutputState
+from rag_ui.exchange import PromptRecorder
 from tools.config import Settings, choices
 from tools.models import check_models
 from tools.sanitize import printable
@@ -205,6 +205,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     print(f"rag chat on collection {args.collection or settings.collection!r}. {CHAT_HELP}")
     if history:
         print(f"(conversation {args.thread!r} resumed: {len(history) // 2} earlier turns)")
+    recorder = PromptRecorder()  # the generator's real calls of the last question
     while True:
         try:
             line = input("\nyou> ").strip()
@@ -223,9 +224,11 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             thread_id=session, user_id=args.user_id, **_configurable(args, settings)
         )
         if line in ("/passages", "/prompt"):
-            _show_last(app, config, line)
+            _show_last(app, config, line, recorder)
             continue
         inputs = {"question": line, "messages": history}
+        recorder = PromptRecorder()
+        config["callbacks"] = [*(config.get("callbacks") or []), recorder]
         try:
             print_answer(answer(app, inputs, config, show=True))
             history = []  # from now on the thread's own state holds the conversation
@@ -237,7 +240,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
             print("\n(answer cancelled; the conversation goes on. Ctrl-C again or /quit leaves)")
 
 
-def _show_last(app: Any, config: dict[str, Any], command: str) -> None:
+def _show_last(app: Any, config: dict[str, Any], command: str, recorder: PromptRecorder) -> None:
     state = app.get_state(config).values
     passages = state.get("passages") or []
     if state.get("queries"):
@@ -259,7 +262,8 @@ def _show_last(app: Any, config: dict[str, Any], command: str) -> None:
             print(f"[{i}] {p['source']} score={p['score']:.3f} distance={p['distance']:.3f}")
             print("    " + p["text"][:300].replace("\n", " "))
         return
-    instructions = prompts.ANSWER.text.format(
-        not_found=prompts.NOT_FOUND, question=state["queries"][0]
-    )
-    print(f"--- system ---\n{context_message(passages).text}\n--- user ---\n{instructions}")
+    if not recorder.prompts:
+        print("(the generator was not called for the last question)")
+        return
+    for turn in recorder.prompts[-1]:  # the last call: a regeneration's, if there was one
+        print(f"--- {turn['role']} ---\n{printable(turn['content'])}")
