@@ -35,7 +35,7 @@ from tools.models import chat_model
 
 # what a report keeps of each verdict: with the confidence, one run shows what any other
 # verify_threshold would have labelled verified
-VERDICT_KEYS = ("grounded", "confidence", "unsupported", "missing")
+VERDICT_KEYS = ("grounded", "confidence", "statements", "unsupported", "missing")
 # an answer counts as right when its token F1 against a gold answer reaches this
 RIGHT_F1 = 0.5
 
@@ -52,6 +52,9 @@ def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
     verdict = out.get("verdict") or {}
     if not abstained and "grounded" in verdict:  # a failed check counts as not grounded
         scores["grounded"] = bool(verdict.get("grounded"))
+        if verdict.get("statements"):  # ALCE's citation recall, by the literal check
+            unsupported = len(verdict.get("unsupported") or [])
+            scores["citation_recall"] = round(1 - unsupported / verdict["statements"], 4)
         if item.answerable is not None:  # known gold: was the answer right?
             scores["right"] = bool(item.answerable) and scores["f1"] >= RIGHT_F1
     return scores
@@ -191,6 +194,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "abstention_accuracy": _mean(collect("correct_abstention", unanswerable)),
         "false_abstention_rate": _mean([float(r["abstained"]) for r in answerable]),
         "grounded_rate": _mean(collect("grounded", answered)),
+        "citation_recall": _mean(collect("citation_recall", answered)),
         **_verified(answered, len(answerable)),
         "regeneration_rate": _mean([float(r["attempts"] > 1) for r in answered]),
         "completeness": _mean(collect("completeness", answered)),

@@ -99,6 +99,7 @@ def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path
         "exact_match": 0.0,
         "f1": 0.5,
         "grounded": True,
+        "citation_recall": 1.0,
         "right": True,
         "completeness": 4,
         "contextual_accuracy": 5,
@@ -128,6 +129,16 @@ def test_verified_precision_coverage_and_verified_wrong(corpus_env, models):
     summary = evaluate_answers(corpus_env, items, progress=False)["summary"]
     assert summary["verified_wrong"] == 1  # "4 minutes" verified, but the gold says 12
     assert summary["verified_precision"] == 0.5 and summary["coverage"] == 0.5
+
+
+def test_citation_recall_counts_statements_their_citation_supports(corpus_env, models):
+    models.answer = "Run make demo to install the service.\n\nIt takes 99 minutes [1]."
+    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False)
+    assert report["items"][0]["scores"]["citation_recall"] == 0.0  # uncited; 99 not in [1]
+    models.answer = "Run make demo to install the service [1].\n\nIt takes 99 minutes [1]."
+    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False)
+    assert report["items"][0]["scores"]["citation_recall"] == 0.5
+    assert report["summary"]["citation_recall"] == 0.5
 
 
 def test_a_failing_item_is_recorded_and_the_run_goes_on(corpus_env, models):
