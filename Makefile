@@ -35,6 +35,7 @@ bench: setup
 	$(VENV)/python bench/bench_models.py
 	$(VENV)/python bench/bench_ingest.py
 	$(VENV)/python bench/bench_graph.py
+	$(VENV)/python bench/bench_ttft.py
 
 clean:
 	rm -rf .venv .rag .langgraph_api .pytest_cache .ruff_cache

@@ -119,8 +119,10 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         missing = [p for p in args.paths if not Path(p).exists()]
         if missing:  # checked before the collection is created, so a typo creates nothing
             raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
+        name = args.collection or settings.collection
         if args.rebuild:
-            drop_collection(settings, args.collection or settings.collection)
+            drop_collection(settings, name)
+        new = name not in list_collections(settings)
         collection = Collection(settings, args.collection, create=True)
         try:
             ingestor = Ingestor(
@@ -133,7 +135,10 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
             )
             report = ingestor.run(args.paths)
         finally:
+            empty = not collection.committed_ids()
             collection.close()
+            if new and empty:  # a failed or interrupted first ingestion leaves no collection
+                drop_collection(settings, name)
     except (IngestError, FileNotFoundError) as exc:
         print(f"rag ingest: error: {exc}", file=sys.stderr)
         return 1

@@ -239,6 +239,19 @@ def test_unreachable_embedding_server_is_an_error_not_a_traceback(capsys, corpus
     code, out, err = rag(capsys, "ingest", corpus, "--json")  # RAG_EMBEDDING_MODEL=UNREACHABLE
     assert code == 1 and out == ""
     assert f"embedding model {UNREACHABLE!r} failed" in err and "Traceback" not in err
+    code, out, _ = rag(capsys, "collections", "--json")  # the failed first run left nothing
+    assert code == 0 and json.loads(out) == []
+
+
+def test_a_first_ingestion_that_stores_nothing_leaves_no_collection(capsys, stub, corpus):
+    ingest_json(capsys, corpus)  # "docs" exists: a later empty run must keep it
+    only_binary = corpus.parent / "blobs"
+    only_binary.mkdir()
+    (only_binary / "blob.txt").write_bytes(b"\x00\x01binary\x00" * 10)
+    code, _, err = rag(capsys, "ingest", only_binary, "--collection", "blobs", "--json")
+    assert code == 0, err
+    code, out, _ = rag(capsys, "collections", "--json")
+    assert [c["name"] for c in json.loads(out)] == ["docs"]
 
 
 def test_collections_human_and_json(capsys, corpus, stub):
