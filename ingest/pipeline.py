@@ -183,9 +183,18 @@ class Ingestor:
                 )
             if pending:  # an unchanged collection never even loads the embedding model
                 self._bind_embedding()
-            with tracing.span(self.settings, "embed_persist") as stage:
+            with (
+                tracing.span(self.settings, "embed_persist") as stage,
+                tqdm(
+                    total=sum(len(item.chunks) for item in pending),
+                    desc=f"embed and commit {len(pending)} files",
+                    unit="chunk",
+                    disable=not self.progress or not pending,
+                ) as bar,
+            ):  # one bar for the whole run: chunks done, rate and ETA, files committed
                 for group in self._groups(pending):
-                    self._persist(group, report)
+                    self._persist(group, report, bar)
+                    bar.set_postfix(committed=f"{report.files_indexed}/{len(pending)} files")
                 stage.update(
                     output={
                         "chunks_added": report.chunks_added,
@@ -280,7 +289,7 @@ class Ingestor:
         if group:
             yield group
 
-    def _vectors(self, chunks: list[Chunk], report: IngestReport) -> list[list[float]]:
+    def _vectors(self, chunks: list[Chunk], report: IngestReport, bar: tqdm) -> list[list[float]]:
         texts = [c.embed_text or c.text for c in chunks]
         hashes = [c.text_hash for c in chunks]
         store = self.collection.vectors
@@ -291,22 +300,20 @@ class Ingestor:
         missing = sorted(unseen, key=len, reverse=True)  # stable: a deterministic order
         fresh: dict[str, list[float]] = {}
         step = max(EMBED_CALL_TEXTS, self.settings.embedding_batch_size)
-        with tqdm(
-            total=len(missing), desc="embed", unit="chunk", disable=not self.progress or not missing
-        ) as bar:
-            for start in range(0, len(missing), step):
-                part = missing[start : start + step]
-                vectors = _embed_with_retry(self.embedder, part, self.settings.llm_max_retries)
-                fresh.update(zip(part, vectors, strict=True))
-                bar.update(len(part))
+        bar.update(len(chunks) - len(missing))  # reused vectors and repeated texts: done
+        for start in range(0, len(missing), step):
+            part = missing[start : start + step]
+            vectors = _embed_with_retry(self.embedder, part, self.settings.llm_max_retries)
+            fresh.update(zip(part, vectors, strict=True))
+            bar.update(len(part))
         report.chunks_embedded += len(missing)
         report.vectors_reused += sum(1 for h in hashes if h in reused)
         return [reused.get(h) or fresh[t] for t, h in zip(texts, hashes, strict=True)]
 
-    def _persist(self, group: list[_Pending], report: IngestReport) -> None:
+    def _persist(self, group: list[_Pending], report: IngestReport, bar: tqdm) -> None:
         manifest = self.collection.manifest
         chunks = [c for item in group for c in item.chunks]
-        self.collection.vectors.upsert(chunks, self._vectors(chunks, report))
+        self.collection.vectors.upsert(chunks, self._vectors(chunks, report, bar))
         for item in group:
             old_ids = manifest.chunk_ids_of_file(item.record.file)
             entries = [

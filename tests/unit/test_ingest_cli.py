@@ -334,3 +334,14 @@ def test_json_lines_saved_as_json_with_a_text_field(capsys, stub, tmp_path):
     assert report["skipped"] == [
         {"path": "pretty.json", "reason": "invalid JSON at line 4: Extra data"}
     ]
+
+
+def test_one_progress_bar_for_the_whole_embedding(capsys, stub, corpus, monkeypatch):
+    from ingest import pipeline
+
+    monkeypatch.setattr(pipeline, "GROUP_CHUNKS", 1)  # one commit group per file
+    code, _, err = rag(capsys, "ingest", corpus)
+    assert code == 0, err
+    bars = {line.split(":")[0].strip() for line in err.replace("\r", "\n").splitlines()}
+    assert {b for b in bars if b.startswith("embed")} == {"embed and commit 3 files"}, bars
+    assert "committed=3/3 files" in err
