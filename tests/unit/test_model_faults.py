@@ -187,3 +187,34 @@ def test_a_dead_endpoint_is_one_line_before_any_retrieval(corpus_env, models, ca
     assert "generator" in err and url in err and "RAG_GENERATOR_MODEL" in err
     assert "3 attempts" in err  # llm_max_retries + 1
     assert len(EMB.calls) == embedded  # the question was never embedded: no retrieval ran
+
+
+def test_a_failing_endpoint_is_tried_exactly_llm_max_retries_plus_one_times(corpus_env):
+    """Through the shipped path: the real model factory (ChatOpenAI, its own retries off)
+    and the one retry layer. The server accepts each connection and drops it."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted: list[int] = []
+
+    def drop() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.close()
+
+    threading.Thread(target=drop, daemon=True).start()
+    spec = f"openai:m@http://127.0.0.1:{server.getsockname()[1]}/v1"
+    try:
+        out = ask(generator_model=spec, llm_max_retries=3, max_regenerations=0)
+    finally:
+        server.close()
+    assert out["error"]["type"] == "model_error" and out["error"]["stage"] == "generate_answer"
+    assert "after 4 attempts" in out["error"]["message"]
+    assert len(accepted) == 4  # llm_max_retries + 1: no hidden retries in the SDK
