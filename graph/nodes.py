@@ -136,6 +136,7 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
         "draft": "",
         "attempts": 0,
         "feedback": [],
+        "kept": {},
         "abstain_reason": "",
         "verdict": {},
         "error": None,
@@ -233,6 +234,7 @@ def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
         )
     except ModelError as exc:
         return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}
+    draft = prompts.without_notes(draft)
     update: dict[str, Any] = {"draft": draft, "attempts": attempts}
     if prompts.NOT_FOUND in draft:
         update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND
@@ -263,14 +265,33 @@ def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
         tracing.score(settings, state.get("trace_id"), "verifier_confidence", verdict["confidence"])
     missing = verdict["missing"]
     feedback = [
-        f"{s} (not in the passages it cites: {', '.join(missing[s])})"
+        s + prompts.NOT_SUPPORTED_NOTE.format(missing=", ".join(missing[s]))
         for s in verdict["unsupported"]
     ]
     if not verdict["statements"]:  # e.g. "[1] [2]": nothing to check
         feedback = [prompts.NO_STATEMENT]
     elif not verdict["grounded"] and not feedback:
-        feedback = [prompts.NOT_CONFIRMED.format(answer=state["draft"].strip())]
-    return {"verdict": verdict, "feedback": feedback}
+        feedback = [state["draft"].strip() + prompts.NOT_CONFIRMED_NOTE]
+    update: dict[str, Any] = {"verdict": verdict, "feedback": feedback}
+    kept = state.get("kept") or {}
+    if (verdict["confidence"] or 0) > (kept.get("verdict", {}).get("confidence") or 0):
+        update["kept"] = {"draft": state["draft"], "verdict": verdict}
+    return update
+
+
+def _best_attempt(state: State) -> tuple[str, dict[str, Any]]:
+    """The last answer and its verdict, unless it was not verified and an earlier attempt
+    scored higher with the verifier: a regeneration that came out worse is not shown."""
+    draft, verdict = state.get("draft", ""), state.get("verdict") or {}
+    kept = state.get("kept") or {}
+    if (
+        kept
+        and not verdict.get("grounded")
+        and not state.get("abstain_reason")
+        and (kept["verdict"].get("confidence") or 0) > (verdict.get("confidence") or 0)
+    ):
+        return kept["draft"], kept["verdict"]
+    return draft, verdict
 
 
 @timed("finalize")
@@ -278,10 +299,8 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
     """Build the answer object: cited answer and references, or an honest abstention."""
     settings = settings_for(config, state)
     passages = state.get("passages") or []
-    verdict = state.get("verdict") or {}
-    abstain = state.get("abstain_reason") or (
-        "" if state.get("draft") else prompts.ABSTAIN_NOT_FOUND
-    )
+    draft, verdict = _best_attempt(state)
+    abstain = state.get("abstain_reason") or ("" if draft else prompts.ABSTAIN_NOT_FOUND)
     if not abstain and verdict.get("obeyed_passage"):
         abstain = prompts.ABSTAIN_OBEYED
     elif (
@@ -296,7 +315,7 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
         answer = abstain
     else:
         valid = set(range(1, len(passages) + 1))
-        answer = strip_markers(state.get("draft", ""), valid)
+        answer = strip_markers(draft, valid)
         for n in cited_numbers(answer):
             p = Passage(**passages[n - 1])
             citations.append(

@@ -11,6 +11,7 @@ instructions last, so the verifier reuses the generator's already-computed prefi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -108,8 +109,22 @@ VERIFY = Prompt(
 NOT_FOUND = "NOT_IN_DOCUMENTS"
 # regeneration feedback for an answer made only of citation markers (small models do this)
 NO_STATEMENT = "(the answer had no sentence, only citation markers: write the answer in words)"
-# regeneration feedback for an answer the verifier could not confirm as the answer
-NOT_CONFIRMED = "{answer} (the cited passages may not answer exactly this question)"
+# Regeneration feedback: each rejected statement followed by one of these notes. A small
+# generator sometimes copies a note into its next answer; ``without_notes`` removes them.
+NOT_SUPPORTED_NOTE = " (not in the passages it cites: {missing})"
+NOT_CONFIRMED_NOTE = " (the cited passages may not answer exactly this question)"
+_NOTES = re.compile(
+    "|".join(
+        re.escape(note.strip()).replace(re.escape("{missing}"), r"[^)\n]*")
+        for note in (NOT_SUPPORTED_NOTE, NOT_CONFIRMED_NOTE)
+    )
+)
+
+
+def without_notes(draft: str) -> str:
+    """A draft without any of our feedback notes the generator copied into it."""
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", _NOTES.sub("", draft)).strip()
+
 
 ABSTAIN_NO_CONTEXT = (
     "The documents do not say: no passage close enough to the question was found{detail}."

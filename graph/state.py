@@ -45,4 +45,5 @@ class State(InputState, OutputState, total=False):
     passages: list[dict[str, Any]]
     draft: str
     feedback: list[str]  # unsupported statements (with missing literals) from the last check
+    kept: dict[str, Any]  # the attempt the verifier scored highest so far: {draft, verdict}
     abstain_reason: str

@@ -138,6 +138,27 @@ def test_regeneration_is_told_which_literals_are_missing(corpus_env, models):
     assert out["verdict"]["grounded"] is True
 
 
+def test_a_regeneration_that_scores_lower_is_not_shown(corpus_env, models):
+    models.answer = ["Run make demo to install the service [1].", "Use the installer [1]."]
+    models.confidence = [0.5, 0.2]  # both below the threshold; the first was closer
+    out = ask("How do I install the service?", {"max_regenerations": 1})
+    assert out["attempts"] == 2 and out["outcome"] == "not_verified"
+    assert out["answer"] == "Run make demo to install the service [1]."
+    assert out["verdict"]["confidence"] == 0.5
+
+
+def test_feedback_notes_copied_into_an_answer_are_removed(corpus_env, models):
+    first = "Run make demo to install the service [1]."
+    models.answer = [first, first + prompts.NOT_CONFIRMED_NOTE]  # as the 1.5B model does
+    models.confidence = [0.3, 0.9]
+    out = ask("How do I install the service?", {"max_regenerations": 1})
+    assert out["answer"] == first and out["outcome"] == "verified"
+    note = prompts.NOT_SUPPORTED_NOTE.format(missing="12, RAG_K")
+    assert prompts.without_notes(f"It takes 12 minutes{note}. Set RAG_K [1]{note}.") == (
+        "It takes 12 minutes. Set RAG_K [1]."
+    )
+
+
 def test_a_verifier_without_logprobs_is_reported_not_fatal(corpus_env, models):
     models.no_logprobs()
     out = ask("How do I install the service?", {"llm_max_retries": 1})
