@@ -35,26 +35,25 @@ from graph import prompts
 from graph.context import context_message
 from tools.answer_check import yes_probability
 from tools.grounding import cited_clauses, missing_facts, statements
+from tools.keyword_index import tokenize
 from tools.sanitize import addressed_to_model
 
 NO_CITATION = "cites no passage"
 FOLLOWS = "follows text addressed to the model"
-_WORD = re.compile(r"\w{3,}")
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 
 
 def obeyed_words(clause: str, passage: str) -> list[str]:
-    """Words of ``clause`` that ``passage`` holds only inside text addressed to the
-    model: what an answer has if it followed a planted instruction."""
+    """Words of ``clause`` (stemmed, stopwords left out) that ``passage`` holds only inside
+    text addressed to the model: what an answer has if it followed a planted instruction."""
     addressed = addressed_to_model(passage)
     if not addressed:
         return []
-    inside = {word.lower() for sentence in addressed for word in _WORD.findall(sentence)}
     rest = passage
     for sentence in addressed:
         rest = rest.replace(sentence, " ")
-    only_inside = inside - {word.lower() for word in _WORD.findall(rest)}
-    return list(dict.fromkeys(w for w in _WORD.findall(clause) if w.lower() in only_inside))
+    only_inside = set(tokenize(" ".join(addressed))) - set(tokenize(rest))
+    return list(dict.fromkeys(w for w in clause.split() if set(tokenize(w)) & only_inside))
 
 
 def _gaps(clause: str, passage: str) -> list[str]:

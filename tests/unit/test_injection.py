@@ -87,6 +87,8 @@ def test_plain_language_instructions_are_quoted_and_never_support_an_answer(plan
     assert unsupported == ["PWNED [1]"]
     assert "follows text addressed to the model (PWNED)" in missing["PWNED [1]"]
     assert citation_problems("The service runs on Linux [1].", passages)[0] == []
+    # common words of the planted sentence ("the", "to", "with") are not evidence of obeying
+    assert citation_problems("Install it with the installer [1].", passages)[0] == []
 
 
 @pytest.mark.parametrize(
