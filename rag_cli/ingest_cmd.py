@@ -113,6 +113,14 @@ def _print_report(report: IngestReport) -> None:
         print(f"cleaned up {r.orphans_removed} vectors left by an interrupted run")
 
 
+def _forget_if_empty(settings: Settings, collection: Collection, new: bool) -> None:
+    """A first ingestion that stored no chunk (every file skipped, a model that failed,
+    Ctrl-C before the first commit) leaves no empty collection behind."""
+    if new and not collection.committed_ids():
+        collection.close()
+        drop_collection(settings, collection.name)
+
+
 def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     try:
         options = _options(args, settings)
@@ -134,11 +142,15 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
                 llm_factory=lambda: chat_model(settings, "generator"),
             )
             report = ingestor.run(args.paths)
+        except (OSError, sqlite3.Error):
+            raise  # the store may not be writable now: the user's re-run finishes the job
+        except BaseException:  # a model fault, too many records, Ctrl-C...
+            _forget_if_empty(settings, collection, new)
+            raise
+        else:
+            _forget_if_empty(settings, collection, new)
         finally:
-            empty = not collection.committed_ids()
             collection.close()
-            if new and empty:  # a failed or interrupted first ingestion leaves no collection
-                drop_collection(settings, name)
     except (IngestError, FileNotFoundError) as exc:
         print(f"rag ingest: error: {exc}", file=sys.stderr)
         return 1
