@@ -17,7 +17,7 @@ import secrets
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode
 
-from tools.http_guard import ASGIApp, Receive, Scope, Send, reply
+from tools.http_guard import ASGIApp, Receive, Scope, Send, headers_of, reply
 
 HEADER = "x-ui-token"
 
@@ -47,7 +47,7 @@ class RequireToken:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = headers_of(scope)
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
         given = dict(query).get("token")
         if given is not None and self._valid(given):

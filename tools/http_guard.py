@@ -43,6 +43,11 @@ def split_list(value: str) -> frozenset[str]:
     return frozenset(part.strip().lower().rstrip("/") for part in value.split(",") if part.strip())
 
 
+def headers_of(scope: Scope) -> dict[str, str]:
+    """An ASGI request's headers, names lower-cased."""
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
 def host_name(host_header: str) -> str:
     """'Example.com:8123' -> 'example.com'; '[::1]:80' -> '::1'."""
     host = host_header.strip().lower()
@@ -78,7 +83,7 @@ class HttpGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = headers_of(scope)
         problem = self._problem(headers)
         if problem:
             await reply(send, *problem)
