@@ -11,7 +11,8 @@ runs, thread runs, streamed, waited or batched runs. The graph refuses the same
 settings again when it builds a run's ``Settings`` (graph/configuration.py), so a route
 this guard does not know still cannot change them. Routes the product does not use
 (crons, assistant changes, the store, MCP, A2A) are closed, and so are webhooks. With
-``api_key`` set, every request must carry it in the ``X-API-Key`` header.
+keys configured (``api_key``, ``client_keys``; ``rag serve`` generates one on loopback),
+every request must carry one in the ``X-API-Key`` header.
 """
 
 from __future__ import annotations

@@ -222,12 +222,10 @@ class Settings(BaseModel):
     @field_validator("client_keys")
     @classmethod
     def _client_keys(cls, value: str) -> str:
-        names = []
-        for pair in filter(None, (p.strip() for p in value.split(","))):
-            name, colon, key = (part.strip() for part in pair.partition(":"))
-            if not (name and colon and key):
-                raise ValueError("use name:key pairs separated by commas (alice:KEY1,bob:KEY2)")
-            names.append(name)
+        pairs = client_pairs(value)
+        if not all(name and key for name, key in pairs):
+            raise ValueError("use name:key pairs separated by commas (alice:KEY1,bob:KEY2)")
+        names = [name for name, _ in pairs]
         if len(set(names)) < len(names) or "operator" in names:
             raise ValueError("client names must differ, and 'operator' is api_key's")
         return value
@@ -263,13 +261,17 @@ REQUEST_SETTINGS = frozenset(
 )
 
 
+def client_pairs(value: str) -> list[tuple[str, str]]:
+    """The (name, key) pairs of a ``client_keys`` value; a part without ':' has no key."""
+    parts = filter(None, (p.strip() for p in value.split(",")))
+    return [(name.strip(), key.strip()) for name, _, key in (p.partition(":") for p in parts)]
+
+
 def client_of(settings: Settings, key: str) -> str | None:
     """The name of the server client whose key this is, compared in constant time; with
     no key configured every request is the one client 'anyone'. None: no such key."""
     clients = [("operator", settings.api_key)] if settings.api_key else []
-    for pair in filter(None, (p.strip() for p in settings.client_keys.split(","))):
-        name, _, value = pair.partition(":")
-        clients.append((name.strip(), value.strip()))
+    clients += client_pairs(settings.client_keys)
     if not clients:
         return "anyone"
     found = None
@@ -397,8 +399,7 @@ def masked(settings: Settings) -> dict[str, Any]:
     if settings.api_key:
         out["api_key"] = "***"
     if settings.client_keys:
-        names = (pair.partition(":")[0].strip() for pair in settings.client_keys.split(","))
-        out["client_keys"] = ",".join(f"{name}:***" for name in names if name)
+        out["client_keys"] = ",".join(f"{n}:***" for n, _ in client_pairs(settings.client_keys))
     for key in ("OPENAI_API_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY"):
         if os.environ.get(key):
             out[key.lower()] = "***"
