@@ -19,6 +19,7 @@ SHOWN = {
     "false_abstention_rate": "abstained although answerable",
     "grounded_rate": "labelled verified (answered)",
     "citation_recall": "statements whose cited passage holds their names, numbers, code",
+    "citation_precision": "citations whose passage alone holds their clause's facts",
     "verified_precision": "verified precision: right among verified (F1 >= 0.5)",
     "coverage": "coverage: answerable questions answered verified and right",
     "verified_wrong": "verified but wrong (count)",
@@ -58,6 +59,18 @@ def markdown(report: Mapping[str, Any], chart: str | None = CHART) -> str:
     ]
     if chart:
         lines += ["", f"![scores and latency]({chart})"]
+    by_category = s.get("verified_by_category") or {}
+    if by_category:
+        lines += [
+            "",
+            "| category | verified precision | coverage | verified but wrong |",
+            "|---|---|---|---|",
+            *(
+                f"| {name} | {_cell(v['verified_precision'])} | {_cell(v['coverage'])} | "
+                f"{v['verified_wrong']} |"
+                for name, v in by_category.items()
+            ),
+        ]
     scored = [r for r in report["items"] if "f1" in r.get("scores", {})]
     if scored:
         lines += [
@@ -91,7 +104,8 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     s = report["summary"]
-    rates = {k: s[k] for k in list(SHOWN)[:8] if s.get(k) is not None}  # the 0-1 rates
+    shares = list(SHOWN)[: list(SHOWN).index("verified_wrong")]  # the 0-1 rates come first
+    rates = {k: s[k] for k in shares if s.get(k) is not None}
     fig, (bars, hist) = plt.subplots(1, 2, figsize=(13, 4.5), width_ratios=[2, 1])
     bars.barh(list(rates)[::-1], list(rates.values())[::-1], color="#4477aa")
     bars.set_xlim(0, 1)

@@ -35,7 +35,15 @@ from tools.models import chat_model
 
 # what a report keeps of each verdict: with the confidence, one run shows what any other
 # verify_threshold would have labelled verified
-VERDICT_KEYS = ("grounded", "confidence", "statements", "unsupported", "missing")
+VERDICT_KEYS = (
+    "grounded",
+    "confidence",
+    "statements",
+    "unsupported",
+    "missing",
+    "citations",
+    "citations_needed",
+)
 # an answer counts as right when its token F1 against a gold answer reaches this
 RIGHT_F1 = 0.5
 
@@ -55,6 +63,10 @@ def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
         if verdict.get("statements"):  # ALCE's citation recall, by the literal check
             unsupported = len(verdict.get("unsupported") or [])
             scores["citation_recall"] = round(1 - unsupported / verdict["statements"], 4)
+        if verdict.get("citations"):  # ALCE's citation precision: each [n] holds its clause
+            scores["citation_precision"] = round(
+                verdict["citations_needed"] / verdict["citations"], 4
+            )
         if item.answerable is not None:  # known gold: was the answer right?
             scores["right"] = bool(item.answerable) and scores["f1"] >= RIGHT_F1
     return scores
@@ -195,7 +207,12 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "false_abstention_rate": _mean([float(r["abstained"]) for r in answerable]),
         "grounded_rate": _mean(collect("grounded", answered)),
         "citation_recall": _mean(collect("citation_recall", answered)),
+        "citation_precision": _mean(collect("citation_precision", answered)),
         **_verified(answered, len(answerable)),
+        "verified_by_category": {
+            "answerable": _verified([r for r in answered if r["answerable"]], len(answerable)),
+            "unanswerable": _verified([r for r in answered if r["answerable"] is False], 0),
+        },
         "regeneration_rate": _mean([float(r["attempts"] > 1) for r in answered]),
         "completeness": _mean(collect("completeness", answered)),
         "contextual_accuracy": _mean(collect("contextual_accuracy", answered)),

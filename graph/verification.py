@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
@@ -82,22 +82,30 @@ def _claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[i
     return out
 
 
-def citation_problems(
-    draft: str, passages: Sequence[dict[str, Any]]
-) -> tuple[list[str], dict[str, list[str]], list[int]]:
-    """Statements failing checks 1-2, the literals each one misses, and the passages cited.
+class CitationCheck(NamedTuple):
+    """Checks 1-2 of a draft. ``unsupported``: statements failing them; ``missing``: what
+    each one lacks; ``cited``: passage numbers cited; ``citations`` and ``needed``: the
+    [n] markers of cited clauses, and those whose passage alone holds the clause's facts
+    (ALCE's citation precision is needed / citations)."""
 
-    Each clause (the words before a group of markers such as ``[1][2]``) must have all
+    unsupported: list[str]
+    missing: dict[str, list[str]]
+    cited: list[int]
+    citations: int
+    needed: int
+
+
+def citation_problems(draft: str, passages: Sequence[dict[str, Any]]) -> CitationCheck:
+    """Each clause (the words before a group of markers such as ``[1][2]``) must have all
     its literals in *one* passage of its group: two true facts from two passages merged
     into one false claim ("k defaults to 5 and fetch_k to 10 [1][2]") fail, as does a
     fact cited to a passage that does not hold it.
-
-    Returns (unsupported statements, {statement: missing literals}, cited passage numbers).
     """
     valid = range(1, len(passages) + 1)
     unsupported: list[str] = []
     missing: dict[str, list[str]] = {}
     cited: set[int] = set()
+    citations = needed = 0
     for claim, clauses in _claims_with_citations(draft):
         facts: list[str] = []
         for clause, numbers in clauses:
@@ -107,11 +115,13 @@ def citation_problems(
                 facts.append(NO_CITATION)
                 continue
             gaps = [_gaps(clause, passages[n - 1]["text"]) for n in own]
+            citations += len(own)
+            needed += sum(not gap for gap in gaps)
             facts += min(gaps, key=len)  # the passage that holds the most of it
         if facts:
             missing[claim] = list(dict.fromkeys(facts))
             unsupported.append(claim)
-    return unsupported, missing, sorted(cited)
+    return CitationCheck(unsupported, missing, sorted(cited), citations, needed)
 
 
 def verify_answer(
@@ -130,12 +140,15 @@ def verify_answer(
     an unchecked answer becomes.
     """
     claims = statements(draft)
-    unsupported, missing, cited = citation_problems(draft, passages)
+    check = citation_problems(draft, passages)
+    unsupported, missing, cited = check.unsupported, check.missing, check.cited
     verdict: dict[str, Any] = {
         "statements": len(claims),
         "cited": cited,
         "unsupported": unsupported,
         "missing": missing,
+        "citations": check.citations,
+        "citations_needed": check.needed,
         "threshold": threshold,
         # an answer that obeys a passage is withheld, not shown "not verified"
         "obeyed_passage": any(f.startswith(FOLLOWS) for fs in missing.values() for f in fs),
@@ -143,10 +156,10 @@ def verify_answer(
     if not claims or unsupported:  # fails before the model is asked: nothing to weigh
         return {**verdict, "grounded": False, "confidence": 0.0}
     shown = [passages[n - 1] for n in cited]
-    check = prompts.VERIFY.text.format(question=question, answer=draft.strip())
+    claim = prompts.VERIFY.text.format(question=question, answer=draft.strip())
     confidence = yes_probability(
         model,
-        [context_message(shown, cited), HumanMessage(check)],
+        [context_message(shown, cited), HumanMessage(claim)],
         retries=retries,
         config=config,
     )

@@ -100,6 +100,7 @@ def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path
         "f1": 0.5,
         "grounded": True,
         "citation_recall": 1.0,
+        "citation_precision": 1.0,
         "right": True,
         "completeness": 4,
         "contextual_accuracy": 5,
@@ -159,3 +160,15 @@ def test_scores_reach_each_items_trace(corpus_env, models, monkeypatch):
     trace_id = report["items"][0]["trace_id"]
     scores = {s["name"]: s["value"] for s in tracing.load_scores(settings, trace_id)}
     assert scores["f1"] == 0.5 and scores["grounded"] == 1.0
+
+
+def test_citation_precision_counts_citations_whose_passage_holds_the_clause(corpus_env, models):
+    # [1] holds "make demo"; a second marker for the same clause is not needed only if
+    # its passage lacks the clause's facts
+    models.answer = "Run `make demo` to install the service [1][1]."
+    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False)
+    assert report["items"][0]["scores"]["citation_precision"] == 1.0
+    models.answer = "Run `make demo` to install the service [1]. It takes 99 minutes [1]."
+    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False)
+    assert report["items"][0]["scores"]["citation_precision"] == 0.5
+    assert report["summary"]["verified_by_category"]["answerable"]["verified_wrong"] == 0

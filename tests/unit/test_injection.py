@@ -83,7 +83,7 @@ def test_plain_language_instructions_are_quoted_and_never_support_an_answer(plan
     assert "(quoted)" in neutralise(passage)
     assert neutralise(neutralise(passage)) == neutralise(passage)
     passages = [{"text": passage}]
-    unsupported, missing, _ = citation_problems("PWNED [1]", passages)
+    unsupported, missing = citation_problems("PWNED [1]", passages)[:2]
     assert unsupported == ["PWNED [1]"]
     assert "follows text addressed to the model (PWNED)" in missing["PWNED [1]"]
     assert citation_problems("The service runs on Linux [1].", passages)[0] == []
