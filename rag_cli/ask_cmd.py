@@ -24,6 +24,7 @@ from graph.graph import GENERATOR_NODE
 from graph.state import OutputState
 from rag_ui.exchange import PromptRecorder
 from tools.config import Settings, choices
+from tools.local_llm import cancel_running
 from tools.models import check_models
 from tools.sanitize import printable
 
@@ -237,6 +238,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         except ValueError as exc:
             print(f"error: {exc}")
         except KeyboardInterrupt:  # Ctrl-C while answering cancels that answer only
+            cancel_running()  # the generation runs on in LangGraph's worker thread otherwise
             print("\n(answer cancelled; the conversation goes on. Ctrl-C again or /quit leaves)")
 
 

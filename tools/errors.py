@@ -9,6 +9,7 @@ class ModelError(RuntimeError):
     """A model could not be loaded or called."""
 
     kind = "model_error"
+    retried = True  # whether another attempt can help (tools.resilient.with_retries)
 
 
 class LLMTimeoutError(ModelError, TimeoutError):
@@ -33,7 +34,15 @@ class ContextOverflowError(ModelError):
     """The prompt does not fit the model's context window; retrying cannot help."""
 
     kind = "context_overflow"
+    retried = False
     hint = (
         "the prompt does not fit the model's context window: lower k (fewer passages), "
         "ask a shorter question, or raise llm_context_tokens (local models)"
     )
+
+
+class GenerationCancelled(ModelError):
+    """The person waiting cancelled the answer (Ctrl-C in ``rag chat``)."""
+
+    kind = "cancelled"
+    retried = False

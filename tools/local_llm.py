@@ -26,11 +26,16 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
-from tools.errors import LLMTimeoutError, ModelOutputError
+from tools.errors import GenerationCancelled, LLMTimeoutError, ModelOutputError
 from tools.sanitize import strip_template_tokens
 
 _REGISTRY_LOCK = threading.Lock()
 _LOADED: dict[tuple[str, int, int], _Loaded] = {}
+
+# One event per generation in progress: Ctrl-C reaches only the main thread, while
+# LangGraph runs nodes in worker threads, so a cancelled answer would otherwise keep
+# generating (and hold the model) until it ends on its own.
+_RUNNING: set[threading.Event] = set()
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "user"}
 
@@ -78,6 +83,14 @@ def release_all(timeout: float = -1) -> None:
 
 
 atexit.register(release_all, 1.0)
+
+
+def cancel_running() -> int:
+    """Stop every local generation in progress at its next token; how many there were."""
+    with _REGISTRY_LOCK:
+        for event in _RUNNING:
+            event.set()
+        return len(_RUNNING)
 
 
 def _to_llama_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
@@ -159,6 +172,9 @@ class ChatLocalLlama(BaseChatModel):
         deadline = time.monotonic() + self.timeout_s
         self._acquire(loaded, deadline)
         produced = 0
+        cancelled = threading.Event()
+        with _REGISTRY_LOCK:
+            _RUNNING.add(cancelled)
         try:
             stream = loaded.llama.create_chat_completion(
                 messages=_to_llama_messages(messages),
@@ -167,6 +183,8 @@ class ChatLocalLlama(BaseChatModel):
             )
             try:
                 for part in stream:
+                    if cancelled.is_set():
+                        raise GenerationCancelled(f"{self.model_name}: answer cancelled")
                     if time.monotonic() > deadline:
                         raise LLMTimeoutError(
                             f"{self.model_name}: no complete answer within "
@@ -185,6 +203,8 @@ class ChatLocalLlama(BaseChatModel):
             # the context now holds prompt + generated tokens
             outcome["usage"] = _usage(max(loaded.llama.n_tokens - produced, 0), produced)
         finally:
+            with _REGISTRY_LOCK:
+                _RUNNING.discard(cancelled)
             loaded.lock.release()
 
     def _first_token(self, messages: list[BaseMessage], top: int) -> ChatResult:

@@ -65,9 +65,7 @@ def with_retries(
             return call()
         except Exception as exc:
             error = as_model_error(exc, what)
-            final = isinstance(error, ContextOverflowError) or (
-                isinstance(error, LLMTimeoutError) and not retry_timeouts
-            )
+            final = not error.retried or (isinstance(error, LLMTimeoutError) and not retry_timeouts)
             if attempt == retries or final:
                 if attempt:
                     error.args = (f"{error} (after {attempt + 1} attempts)",)
