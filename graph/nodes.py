@@ -25,7 +25,7 @@ from graph.verification import verify_answer
 from tools import tracing
 from tools.collection import Collection
 from tools.errors import ModelError
-from tools.grounding import cited_numbers, strip_markers
+from tools.grounding import cited_numbers, renumber, strip_markers
 from tools.rerank import make_reranker, rerank
 from tools.resilient import invoke_text
 from tools.retrieval import HybridRetriever, Passage, RetrievalReport, cut
@@ -294,6 +294,27 @@ def _best_attempt(state: State) -> tuple[str, dict[str, Any]]:
     return draft, verdict
 
 
+def _numbered_by_citation(
+    answer: str, passages: list[dict[str, Any]], verdict: dict[str, Any]
+) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+    """Passages renumbered so an answer cites [1], [2], ... in reading order (the cited
+    ones first, then the rest as ranked); the answer and the verdict's statements follow.
+    A reader who meets [3] first, and no [1], assumes something is missing."""
+    cited = cited_numbers(answer)
+    order = cited + [n for n in range(1, len(passages) + 1) if n not in cited]
+    new_of = {old: new for new, old in enumerate(order, 1)}
+    if all(old == new for old, new in new_of.items()):
+        return answer, passages, verdict
+    verdict = dict(verdict)
+    if "cited" in verdict:
+        verdict["cited"] = sorted(new_of[n] for n in verdict["cited"] if n in new_of)
+    if "unsupported" in verdict:
+        verdict["unsupported"] = [renumber(s, new_of) for s in verdict["unsupported"]]
+    if "missing" in verdict:
+        verdict["missing"] = {renumber(k, new_of): v for k, v in verdict["missing"].items()}
+    return renumber(answer, new_of), [passages[old - 1] for old in order], verdict
+
+
 @timed("finalize")
 def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
     """Build the answer object: cited answer and references, or an honest abstention."""
@@ -314,8 +335,9 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
     if abstain:
         answer = abstain
     else:
-        valid = set(range(1, len(passages) + 1))
-        answer = strip_markers(draft, valid)
+        answer, passages, verdict = _numbered_by_citation(
+            strip_markers(draft, set(range(1, len(passages) + 1))), passages, verdict
+        )
         for n in cited_numbers(answer):
             p = Passage(**passages[n - 1])
             citations.append(
@@ -340,6 +362,7 @@ def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
     ]
     return {
         "answer": answer,
+        "passages": passages,
         "abstained": bool(abstain),
         "outcome": outcome,
         "citations": citations,

@@ -78,6 +78,11 @@ def strip_markers(text: str, keep: set[int]) -> str:
         text = stripped
 
 
+def renumber(text: str, new_of: dict[int, int]) -> str:
+    """``text`` with each marker [old] written [new_of[old]] (markers not in it unchanged)."""
+    return _MARKER.sub(lambda m: f"[{new_of.get(int(m.group(1)), int(m.group(1)))}]", text)
+
+
 def statements(answer: str) -> list[str]:
     """Split an answer into sentence-level statements, keeping each one's markers.
 

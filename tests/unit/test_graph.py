@@ -123,6 +123,17 @@ def test_citations_to_missing_passages_are_dropped(corpus_env, models):
     assert [c["n"] for c in out["citations"]] == [1]
 
 
+def test_citations_are_numbered_from_one_in_reading_order(corpus_env, models):
+    models.answer = "Run make demo [2]. It takes 99 minutes [2]. See the docs [1]."
+    out = ask("How do I install the service?", {"k": 2, "max_regenerations": 0})
+    assert out["answer"] == "Run make demo [1]. It takes 99 minutes [1]. See the docs [2]."
+    assert [c["n"] for c in out["citations"]] == [1, 2]
+    assert out["verdict"]["unsupported"] == ["It takes 99 minutes [1]."]  # as shown
+    assert out["verdict"]["cited"] == [1, 2]
+    shown = models.chats["generator"].calls[0][0].text  # the generator read it as [2]
+    assert out["citations"][0]["snippet"][:60] in shown.split("[2] (")[1]
+
+
 def test_literal_check_catches_an_invented_number(corpus_env, models):
     models.answer = "The first install takes 12 minutes [1]."
     out = ask("How long does the install take?", {"max_regenerations": 0})
