@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -15,6 +16,11 @@ from tools.models import ROLES, chat_model, chat_spec, embeddings
 
 PROBE_SENTENCE = "Retrieval augmented generation answers questions from documents."
 PROBE_PROMPT = "Reply with one short sentence: what is 2 + 2?"
+# The probe's first call with the default local model on an idle 2-core machine (1.4 s
+# measured, 2026-11-23); several times this means the CPU is shared or misconfigured.
+EXPECTED_LOCAL_PROBE_S = 1.5
+SLOW_FACTOR = 3
+BUSY_LOAD_PER_CORE = 0.75  # 1-minute load average per core, before any model runs
 
 
 @dataclass
@@ -27,6 +33,7 @@ class ModelCheck:
     first_call_s: float | None = None
     detail: str = ""
     error: str | None = None
+    local: bool = False
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -41,7 +48,8 @@ def _check_chat(settings: Settings, spec: str, roles: list[str]) -> ModelCheck:
     started = time.perf_counter()
     try:
         model = chat_model(settings, roles[0])  # type: ignore[arg-type]
-        if hasattr(model, "_loaded"):  # local: force the load so it is timed on its own
+        check.local = hasattr(model, "_loaded")
+        if check.local:  # force the load so it is timed on its own
             model._loaded()
         check.load_s = round(time.perf_counter() - started, 3)
         check.loaded = True
@@ -73,16 +81,56 @@ def _check_embeddings(settings: Settings) -> ModelCheck:
     return check
 
 
+def advise(models: list[dict[str, Any]], settings: Settings, load: float, cores: int) -> list[str]:
+    """What the timings say about this machine, and the setting that would help."""
+    advice = []
+    busy = load >= BUSY_LOAD_PER_CORE * cores
+    if busy:
+        advice.append(
+            f"the machine is busy: load average {load:.1f} on {cores} cores before any model "
+            "ran. Local models share the CPU with that work, so answers take longer (on 2 "
+            "cores the first answer token came after 15.5 s idle and 23 s beside one busy "
+            "process; docs_corpus/performance.md)."
+        )
+    if settings.llm_threads > cores:
+        advice.append(
+            f"llm_threads={settings.llm_threads} is more than the {cores} cores: set "
+            "llm_threads=0 (all cores)."
+        )
+    for m in models:
+        took = m.get("first_call_s")
+        if not m.get("local") or took is None or took <= SLOW_FACTOR * EXPECTED_LOCAL_PROBE_S:
+            continue
+        why = (
+            "the machine is busy (above)."
+            if busy
+            else f"llm_threads={settings.llm_threads} uses only part of the {cores} cores: set "
+            "llm_threads=0."
+            if 0 < settings.llm_threads < cores
+            else "check what else runs (top), or use a hosted generator_model (docs_corpus/"
+            "models.md)."
+        )
+        advice.append(
+            f"{m['spec']}: the first call took {took:.1f}s where about "
+            f"{EXPECTED_LOCAL_PROBE_S}s is expected on an idle 2-core machine: {why}"
+        )
+    return advice
+
+
 def diagnose(settings: Settings) -> dict[str, Any]:
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1  # before our own models run
     by_spec: dict[str, list[str]] = {}
     for role in ROLES:
         by_spec.setdefault(str(chat_spec(settings, role)), []).append(role)
     checks = [_check_chat(settings, spec, roles) for spec, roles in by_spec.items()]
     checks.append(_check_embeddings(settings))
+    models = [asdict(c) for c in checks]
     return {
         "ok": all(c.error is None for c in checks),
         "config": masked(settings),
-        "models": [asdict(c) for c in checks],
+        "models": models,
+        "machine": {"cores": cores, "load_average_1m": round(load, 2)},
+        "advice": advise(models, settings, load, cores),
     }
 
 
@@ -101,5 +149,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             timing = f"load {c['load_s']}s, first call {c['first_call_s']}s"
             print(f"  {status} {c['kind']:9} {c['spec']:24} roles={','.join(c['roles'])}")
             print(f"       {timing}; {c['error'] or c['detail']}")
+        for line in report["advice"]:
+            print(f"advice: {line}")
         print("doctor: all models working" if report["ok"] else "doctor: problems found")
     return 0 if report["ok"] else 1

@@ -77,3 +77,26 @@ def test_bad_setting_exits_2_with_message(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "generator_model = 'gpt5' (from command line)" in err
+
+
+def _local(first_call_s: float) -> dict:
+    return {"spec": "local:qwen", "local": True, "first_call_s": first_call_s}
+
+
+def test_doctor_advice_names_the_busy_machine_and_the_setting_that_helps():
+    from rag_cli.doctor import advise
+
+    idle, busy = 0.2, 1.9  # load averages on 2 cores
+    settings = load_settings(environ={})
+    assert advise([_local(1.4)], settings, idle, 2) == []
+    slow_busy = advise([_local(38.0)], settings, busy, 2)
+    assert slow_busy[0].startswith("the machine is busy: load average 1.9 on 2 cores")
+    assert "38.0s where about 1.5s is expected" in slow_busy[1] and "busy" in slow_busy[1]
+    one_thread = load_settings(environ={"RAG_LLM_THREADS": "1"})
+    assert "set llm_threads=0" in advise([_local(9.0)], one_thread, idle, 4)[0]
+    hosted = {"spec": "openai:x@http://h/v1", "local": False, "first_call_s": 30.0}
+    assert advise([hosted], settings, idle, 2) == []  # a remote model's speed is not ours
+    too_many = load_settings(environ={"RAG_LLM_THREADS": "8"})
+    assert advise([], too_many, idle, 2) == [
+        "llm_threads=8 is more than the 2 cores: set llm_threads=0 (all cores)."
+    ]
