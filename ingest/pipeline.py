@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -41,6 +42,8 @@ from tools.keyword_index import tokenize
 from tools.manifest import DocumentEntry, FileRecord
 from tools.resilient import with_retries
 
+log = logging.getLogger(__name__)
+
 # Files are committed in groups so embedding batches span files (throughput) while
 # memory and the work lost to an interruption stay bounded.
 GROUP_CHUNKS = 512
@@ -48,6 +51,9 @@ GROUP_CHUNKS = 512
 # few calls, but a progress update and a bounded retry now and then.
 EMBED_CALL_TEXTS = 512
 EMBED_BACKOFF_S = 1.0  # first retry delay for a failed embedding call; doubles each time
+# A group whose embedding is estimated to take longer than this is announced, with its
+# estimate, after its first embedding call has measured the rate.
+ANNOUNCE_AFTER_S = 120.0
 
 
 class IngestError(RuntimeError):
@@ -202,6 +208,7 @@ class Ingestor:
                         "vectors_reused": report.vectors_reused,
                     }
                 )
+            self.collection.manifest.drop_pending_vectors()  # every group is committed
             if self.options.prune:
                 with tracing.span(self.settings, "prune") as stage:
                     self._prune(paths, {source for _, source in files}, report)
@@ -289,31 +296,59 @@ class Ingestor:
         if group:
             yield group
 
-    def _vectors(self, chunks: list[Chunk], report: IngestReport, bar: tqdm) -> list[list[float]]:
+    def _vectors(
+        self, chunks: list[Chunk], report: IngestReport, bar: tqdm, label: str
+    ) -> list[list[float]]:
         texts = [c.embed_text or c.text for c in chunks]
         hashes = [c.text_hash for c in chunks]
+        hash_of = dict(zip(texts, hashes, strict=True))  # one-to-one: the hash is of this text
         store = self.collection.vectors
+        manifest = self.collection.manifest
+        model = self.settings.embedding_model
         reused = store.vectors_for_text_hashes(hashes) if store.count() else {}
+        resumed = manifest.pending_vectors(model, (h for h in hashes if h not in reused))
+        known = reused | resumed
         # longest first: each model batch holds texts of similar length, so little padding
         # (sentence-transformers only sorts within one call); also an honest early ETA
-        unseen = dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in reused)
+        unseen = dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in known)
         missing = sorted(unseen, key=len, reverse=True)  # stable: a deterministic order
         fresh: dict[str, list[float]] = {}
         step = max(EMBED_CALL_TEXTS, self.settings.embedding_batch_size)
         bar.update(len(chunks) - len(missing))  # reused vectors and repeated texts: done
         for start in range(0, len(missing), step):
             part = missing[start : start + step]
+            began = time.perf_counter()
             vectors = _embed_with_retry(self.embedder, part, self.settings.llm_max_retries)
-            fresh.update(zip(part, vectors, strict=True))
+            got = dict(zip(part, vectors, strict=True))
+            manifest.keep_pending_vectors(model, {hash_of[t]: v for t, v in got.items()})
+            fresh.update(got)
             bar.update(len(part))
+            left = len(missing) - start - len(part)
+            if start == 0 and left:
+                self._announce(label, left, len(part) / (time.perf_counter() - began), bar)
         report.chunks_embedded += len(missing)
-        report.vectors_reused += sum(1 for h in hashes if h in reused)
-        return [reused.get(h) or fresh[t] for t, h in zip(texts, hashes, strict=True)]
+        report.vectors_reused += sum(1 for h in hashes if h in known)
+        return [known.get(h) or fresh[t] for t, h in zip(texts, hashes, strict=True)]
+
+    def _announce(self, label: str, left: int, rate: float, bar: tqdm) -> None:
+        """Say early when embedding will take long, and that stopping loses nothing."""
+        seconds = left / rate
+        if seconds > ANNOUNCE_AFTER_S:
+            message = (
+                f"{label}: {left} more chunks to embed, about {seconds / 60:.0f} min at "
+                f"{rate:.1f} chunks/s. Interrupting keeps what is embedded; a re-run resumes."
+            )
+            if self.progress:
+                bar.write(message)
+            else:
+                log.info(message)
 
     def _persist(self, group: list[_Pending], report: IngestReport, bar: tqdm) -> None:
         manifest = self.collection.manifest
         chunks = [c for item in group for c in item.chunks]
-        self.collection.vectors.upsert(chunks, self._vectors(chunks, report, bar))
+        biggest = max(group, key=lambda item: len(item.chunks)).record.file
+        label = biggest if len(group) == 1 else f"{biggest} and {len(group) - 1} more files"
+        self.collection.vectors.upsert(chunks, self._vectors(chunks, report, bar, label))
         for item in group:
             old_ids = manifest.chunk_ids_of_file(item.record.file)
             entries = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,10 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, chunk_index);
+CREATE TABLE IF NOT EXISTS pending_vectors (
+    model TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (model, text_hash)
+);
 """
 
 
@@ -250,6 +255,35 @@ class Manifest:
             (doc_id, first, last),
         )
         return [Chunk.from_metadata(text, json.loads(meta)) for text, meta in rows]
+
+    # --- vectors embedded for files not committed yet ----------------------------------------
+    # A big file is one commit, and embedding it can take an hour: its vectors are kept
+    # here as they arrive, so an interrupted run loses no embedding work and the next run
+    # resumes. They are not chunks (no reader sees them) and go once the run commits.
+    def pending_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, list[float]]:
+        hashes = list(dict.fromkeys(hashes))
+        out: dict[str, list[float]] = {}
+        for start in range(0, len(hashes), 500):
+            part = hashes[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for text_hash, blob in self._db.execute(
+                "SELECT text_hash, vector FROM pending_vectors "
+                f"WHERE model = ? AND text_hash IN ({marks})",
+                [model, *part],
+            ):
+                out[text_hash] = array("f", blob).tolist()
+        return out
+
+    def keep_pending_vectors(self, model: str, vectors: dict[str, list[float]]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO pending_vectors VALUES (?, ?, ?)",
+                [(model, h, array("f", v).tobytes()) for h, v in vectors.items()],
+            )
+
+    def drop_pending_vectors(self) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM pending_vectors")
 
     def stats(self) -> dict[str, int]:
         one = self._db.execute

@@ -333,3 +333,41 @@ def test_rag_serve_refuses_to_start_on_a_damaged_collection(settings, corpus, ca
     (settings.data_dir / "collections" / "docs.sqlite").write_bytes(b"garbage" * 100)
     assert main(["serve", "--data-dir", str(settings.data_dir)]) == 2
     assert "--rebuild" in capsys.readouterr().err
+
+
+def test_an_interrupted_big_file_keeps_its_embedded_parts_and_a_rerun_resumes(
+    tmp_path, monkeypatch, caplog
+):
+    monkeypatch.setattr(pipeline, "EMBED_BACKOFF_S", 0)
+    monkeypatch.setattr(pipeline, "EMBED_CALL_TEXTS", 4)
+    settings = load_settings({"data_dir": tmp_path / "data", "embedding_batch_size": 1})
+    big = "\n\n".join(
+        f"## Part {i}\n\nSection {i} explains topic{i} " + "in many more words " * 8
+        for i in range(20)
+    )
+    corpus = write_tree(tmp_path / "big", {"big.md": big})
+    emb = HashEmbeddings()
+    real = emb.embed_documents
+
+    def fail_on_third_call(texts):
+        if len(emb.calls) == 2:
+            raise ConnectionError("embedding service unavailable")
+        return real(texts)
+
+    emb.embed_documents = fail_on_third_call
+    with pytest.raises(ModelError):
+        ingest(settings, [corpus], embedder=emb)
+    col = Collection(settings, "docs")
+    assert col.manifest.files() == [] and col.manifest.chunk_ids() == set()  # not committed
+    embedded_before = sum(emb.calls)
+    assert embedded_before == 8  # two calls of 4 texts were kept
+    again = HashEmbeddings()
+    monkeypatch.setattr(pipeline, "ANNOUNCE_AFTER_S", 0)  # announce even this small file
+    with caplog.at_level("INFO", logger="ingest.pipeline"):
+        report, col = ingest(settings, [corpus], embedder=again)
+    assert "big.md: " in caplog.text and "a re-run resumes" in caplog.text
+    assert report.files_indexed == 1 and report.vectors_reused == embedded_before
+    assert sum(again.calls) == report.chunks_embedded == len(col.manifest.chunk_ids()) - 8
+    assert col.manifest.pending_vectors(settings.embedding_model, ["x"]) == {}
+    assert col.manifest._db.execute("SELECT COUNT(*) FROM pending_vectors").fetchone()[0] == 0
+    assert_like_clean(settings, col, [corpus])
