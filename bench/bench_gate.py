@@ -21,7 +21,7 @@ from evaluation.verifier import docs_items
 from tools.collection import Collection
 from tools.config import load_settings
 from tools.models import embeddings
-from tools.retrieval import HybridRetriever
+from tools.retrieval import make_retriever
 
 # questions a first-hour user asked (issue 22), with the file that answers each
 EXTRA = [
@@ -43,7 +43,7 @@ GATES = [  # (absolute floor, margin over the closest candidate; None = no margi
 
 def main() -> None:
     settings = load_settings({"distance_threshold": 2.0})
-    retriever = HybridRetriever(Collection(settings), embeddings(settings), settings)
+    retriever = make_retriever(Collection(settings), embeddings(settings), settings)
     questions = {(i.question, Path(i.passages[0]["source"]).name) for i in docs_items() if i.right}
     questions |= set(EXTRA)
     rows = []

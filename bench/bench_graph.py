@@ -29,7 +29,7 @@ from ingest.pipeline import IngestOptions, Ingestor
 from tools.collection import Collection
 from tools.config import load_settings
 from tools.models import chat_model, embeddings
-from tools.retrieval import HybridRetriever
+from tools.retrieval import make_retriever
 
 CORPUS = Path(__file__).resolve().parents[1] / "docs_corpus"
 QUESTIONS = [
@@ -87,7 +87,7 @@ def main() -> None:
         embedder = embeddings(settings)
         Ingestor(settings, collection, embedder, IngestOptions(), progress=False).run([CORPUS])
         llm = chat_model(settings, "generator")
-        retriever = HybridRetriever(collection, embedder, settings)
+        retriever = make_retriever(collection, embedder, settings)
         app = build_graph()
         plain_chain(settings, retriever, llm, "warm up the model")  # loads belong to no one
         graph_runs, chain_runs, per_node = [], [], []
@@ -121,7 +121,14 @@ def main() -> None:
         "graph_over_chain": round(sum(graph_runs) / sum(chain_runs), 3),
         "median_node_s": {
             node: round(statistics.median(r.get(node, 0.0) for r in per_node), 2)
-            for node in ("generate_queries", "retrieve", "generate_answer", "verify", "finalize")
+            for node in (
+                "start_question",
+                "generate_queries",
+                "retrieve",
+                "generate_answer",
+                "verify",
+                "finalize",
+            )
         },
         "outcomes": [r["outcome"] for r in per_node],
         "answers_generated": [r["attempts"] for r in per_node],

@@ -27,11 +27,11 @@ from evaluation.squad import QAItem, exact_match, token_f1
 from graph import build_graph
 from graph.graph import config_for
 from graph.prompts import versions
+from graph.services import Services, or_shared
 from tools import tracing
 from tools.config import Settings
 from tools.errors import ModelError
 from tools.grounding import strip_markers
-from tools.models import chat_model
 
 # what a report keeps of each verdict: with the confidence, one run shows what any other
 # verify_threshold would have labelled verified
@@ -79,6 +79,7 @@ def evaluate_answers(
     judge: bool = False,
     progress: bool = True,
     log: Path | None = None,
+    services: Services | None = None,
 ) -> dict[str, Any]:
     """Run the graph on every item with ``settings`` (its collection must exist).
 
@@ -86,7 +87,7 @@ def evaluate_answers(
     interrupted run of an hour keeps what it measured (``summarize`` reads such records).
     """
     app = build_graph(checkpointer=InMemorySaver())  # to read each run's passages back
-    judge_model = chat_model(settings, "judge") if judge else None
+    judge_model = or_shared(services).llm(settings, "judge") if judge else None
     run_id = uuid.uuid4().hex[:8]
     configurable = settings.model_dump(mode="json")  # the same for every item
     records: list[dict[str, Any]] = []
@@ -104,7 +105,7 @@ def evaluate_answers(
         }
         started = time.perf_counter()
         try:
-            out = app.invoke({"question": item.question}, config)
+            out = app.invoke({"question": item.question}, config, context=services)
         except (ModelError, ValueError) as exc:  # one broken item must not end the run
             record |= {"error": str(exc), "seconds": round(time.perf_counter() - started, 2)}
             _keep(record, records, log)

@@ -27,7 +27,7 @@ from graph.prompts import Prompt
 from tools.collection import Collection
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.retrieval import HybridRetriever
+from tools.retrieval import make_retriever
 from tools.structured import invoke_structured
 
 QUESTION = Prompt(
@@ -107,7 +107,7 @@ def score(
     """hit@k and MRR@k of each judgment's source chunk, through the service's retriever."""
     known = collection.manifest.chunk_ids()
     live = [j for j in judgments if j["chunk_id"] in known]
-    retriever = HybridRetriever(collection, embedder, settings)
+    retriever = make_retriever(collection, embedder, settings)
     k = settings.k
     rows, seconds = [], []
     for j in live:

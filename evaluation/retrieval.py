@@ -1,9 +1,9 @@
-"""Retrieval evaluation: the service's own ingestion and ``HybridRetriever`` against qrels.
+"""Retrieval evaluation: the service's own ingestion and retriever against qrels.
 
 Nothing here re-implements retrieval: the corpus goes through the real ingestion pipeline
-(same splitter, chunk sizes and embedding model as the settings say) and every query through
-``HybridRetriever.retrieve``, threshold, deduplication and window strategy included. Only
-two things differ from answering, and the report says so:
+(same splitter, chunk sizes and embedding model as the settings say) and every query
+through the configured retriever (``make_retriever``), threshold, deduplication and window
+strategy included. Only two things differ from answering, and the report says so:
 
 - Depth: Recall@100 needs 100 documents per query, so ``fetch_k`` is raised to the depth
   (default max(100, k)). Min-max fusion normalises over the candidates and a document
@@ -41,7 +41,7 @@ from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from tools.collection import Collection
 from tools.config import ConfigError, Settings
 from tools.documents import Chunk, short_hash
-from tools.retrieval import HybridRetriever
+from tools.retrieval import Retriever, make_retriever
 
 MODES = ("hybrid", "bm25", "dense")
 # retrieval settings a sweep may vary; ingestion settings would need another collection
@@ -252,9 +252,7 @@ def run_specs(
     return list(specs.values())
 
 
-def _rank(
-    retriever: HybridRetriever, query: str, depth: int
-) -> tuple[list[str], dict[str, Any], float]:
+def _rank(retriever: Retriever, query: str, depth: int) -> tuple[list[str], dict[str, Any], float]:
     started = time.perf_counter()
     passages, report = retriever.retrieve([query])
     seconds = time.perf_counter() - started
@@ -274,7 +272,7 @@ def run_one(
     progress: bool,
 ) -> dict[str, Any]:
     source = collection if spec.mode == "hybrid" else _OneIndex(collection, spec.mode)
-    retriever = HybridRetriever(source, embedder, spec.settings)  # type: ignore[arg-type]
+    retriever = make_retriever(source, embedder, spec.settings)  # type: ignore[arg-type]
     rows = []
     for query_id, text in tqdm(queries, desc=spec.label, unit="query", disable=not progress):
         ranking, info, seconds = _rank(retriever, text, depth)

@@ -1,10 +1,11 @@
 """The compiled agentic RAG graph.
 
-generate_queries -> retrieve -> [rerank] -> generate_answer -> verify -> finalize
-                       |            |              |  ^           |
-                       +------------+--> finalize  |  +-----------+ (not grounded,
-                       (no passages: abstain)      |   attempts <= max_regenerations)
-                                                   +-> finalize (model says not found)
+start_question (every per-question field fresh: state.PER_QUESTION)
+  -> generate_queries -> retrieve -> [rerank] -> generate_answer -> verify -> finalize
+                            |            |              |  ^           |
+                            +------------+--> finalize  |  +-----------+ (not grounded,
+                            (no passages: abstain)      |   attempts <= max_regenerations)
+                                                        +-> finalize (model says not found)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ GENERATOR_NODE = "generate_answer"  # the node whose tokens are the answer: what
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     builder = StateGraph(State, input_schema=InputState, output_schema=OutputState)
+    builder.add_node("start_question", nodes.start_question)  # resets the question's fields
     builder.add_node("generate_queries", nodes.generate_queries)
     builder.add_node("retrieve", nodes.retrieve)
     builder.add_node("rerank", nodes.rerank_passages)
@@ -35,7 +37,8 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_node("verify", nodes.verify)
     builder.add_node("finalize", nodes.finalize)
 
-    builder.add_edge(START, "generate_queries")
+    builder.add_edge(START, "start_question")
+    builder.add_edge("start_question", "generate_queries")
     builder.add_edge("generate_queries", "retrieve")
     builder.add_conditional_edges(
         "retrieve", nodes.after_retrieve, ["rerank", "generate_answer", "finalize"]

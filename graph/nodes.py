@@ -1,7 +1,9 @@
-"""The graph's nodes. Each takes the state and the run config and returns an update.
+"""The graph's nodes. Each takes the state, the run config and the run's services, and
+returns an update.
 
-Every node records its own duration in ``timings``; models, collections and the
-retriever come from ``graph.resources`` so nothing is loaded twice.
+Every node records its own duration in ``timings``. Models, collections and the
+reranker come from the run's ``Services`` (graph/services.py: LangGraph's runtime
+context, or the process's shared one), never from an import.
 """
 
 from __future__ import annotations
@@ -9,45 +11,48 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from functools import wraps
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from graph import prompts
 from graph.configuration import settings_for
 from graph.context import context_message
-from graph.resources import embedder, llm, read_collection
-from graph.state import State
+from graph.services import Services, services_of
+from graph.state import PER_QUESTION, State
 from graph.verification import verify_answer
 from tools import tracing
 from tools.collection import Collection
 from tools.errors import ModelError
 from tools.grounding import cited_numbers, renumber, strip_markers
-from tools.rerank import make_reranker, rerank
+from tools.rerank import rerank
 from tools.resilient import invoke_text
-from tools.retrieval import HybridRetriever, Passage, RetrievalReport, cut
+from tools.retrieval import Passage, RetrievalReport, cut, make_retriever
 from tools.structured import invoke_structured
 from tools.vector_store import StaleStoreError
 
-Node = Callable[[State, RunnableConfig], dict[str, Any]]
+Node = Callable[[State, RunnableConfig, Services], dict[str, Any]]
 MAX_DROPPED_LISTED = 20
 HISTORY_TURNS = 6  # messages of history the rephrasing model sees
 
 
 def timed(name: str) -> Callable[[Node], Node]:
     def decorate(node: Node) -> Node:
-        @wraps(node)
-        def run(state: State, config: RunnableConfig) -> dict[str, Any]:
+        def run(
+            state: State, config: RunnableConfig, runtime: Runtime[Any] | None = None
+        ) -> dict[str, Any]:
             started = time.perf_counter()
-            update = node(state, config)
-            # generate_queries starts a new question: earlier timings on the thread are reset
-            timings = {} if name == "generate_queries" else dict(state.get("timings") or {})
+            update = node(state, config, services_of(runtime))
+            timings = dict(update.get("timings", state.get("timings")) or {})
             timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - started, 4)
             return {**update, "timings": timings}
 
+        # not functools.wraps: LangGraph reads the signature to inject ``runtime``, and
+        # ``__wrapped__`` would show it the node's own
+        run.__name__, run.__qualname__, run.__doc__ = node.__name__, node.__qualname__, node.__doc__
         return run
 
     return decorate
@@ -75,14 +80,26 @@ def _history(state: State) -> list[BaseMessage]:
     return [m for m in state.get("messages") or [] if m.type in ("human", "ai")]
 
 
+@timed("start_question")
+def start_question(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+    """The first node: a valid question, every per-question field fresh, and its trace."""
+    settings = settings_for(config, state)
+    return {
+        **PER_QUESTION,
+        "question": validate_question(state.get("question"), settings.max_question_chars),
+        "trace_id": (config.get("metadata") or {}).get("rag_trace_id")
+        or tracing.current_trace_id(settings),
+    }
+
+
 @timed("generate_queries")
-def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
+def generate_queries(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     """Rephrase a follow-up into a standalone query; optionally add alternative queries.
 
     No LLM call when it cannot help: the first turn of a conversation with one query.
     """
     settings = settings_for(config, state)
-    question = validate_question(state.get("question"), settings.max_question_chars)
+    question = state["question"]
     history = _history(state)
     standalone = question
     if history:  # a failed rephrasing keeps the question as asked: retrieval still works
@@ -92,7 +109,7 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
         )
         try:
             reply = invoke_text(
-                llm(settings, "query"),
+                services.llm(settings, "query"),
                 [
                     SystemMessage(prompts.REPHRASE.text),
                     HumanMessage(
@@ -113,7 +130,7 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
     if settings.multi_query > 1:
         try:
             extra = invoke_structured(
-                llm(settings, "query"),
+                services.llm(settings, "query"),
                 _Queries,
                 [
                     HumanMessage(
@@ -129,36 +146,23 @@ def generate_queries(state: State, config: RunnableConfig) -> dict[str, Any]:
             extra = []
         queries += [q.strip() for q in extra if q.strip()]
         queries = list(dict.fromkeys(queries))[: settings.multi_query]
-    return {
-        "question": question,
-        "queries": queries,
-        "passages": [],
-        "draft": "",
-        "attempts": 0,
-        "feedback": [],
-        "kept": {},
-        "abstain_reason": "",
-        "verdict": {},
-        "error": None,
-        "trace_id": (config.get("metadata") or {}).get("rag_trace_id")
-        or tracing.current_trace_id(settings),
-    }
+    return {"queries": queries}
 
 
 @timed("retrieve")
-def retrieve(state: State, config: RunnableConfig) -> dict[str, Any]:
+def retrieve(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     settings = settings_for(config, state)
 
     def read(col: Collection) -> tuple[list[Passage], RetrievalReport]:
         col.require_embedding(settings.embedding_model)
-        retriever = HybridRetriever(col, embedder(settings), settings)
+        retriever = make_retriever(col, services.embedder(settings), settings)
         return col.stable_read(
             lambda: retriever.retrieve(state["queries"]),
             consistent=lambda result: not result[1].missing_vectors,
         )
 
     try:
-        passages, report = read_collection(settings, settings.collection, read)
+        passages, report = services.read_collection(settings, settings.collection, read)
     except (ModelError, StaleStoreError) as exc:
         return {"passages": [], **failure(exc, "retrieve")}
     keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)
@@ -194,9 +198,9 @@ def _best_cut(dropped: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @timed("rerank")
-def rerank_passages(state: State, config: RunnableConfig) -> dict[str, Any]:
+def rerank_passages(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     settings = settings_for(config, state)
-    reranker = make_reranker(settings, llm(settings, "query"))
+    reranker = services.reranker(settings)
     passages = [Passage(**p) for p in state["passages"]]
     keep = settings.rerank_keep or settings.k
     info = dict(state.get("retrieval") or {})
@@ -216,7 +220,7 @@ def rerank_passages(state: State, config: RunnableConfig) -> dict[str, Any]:
 
 
 @timed("generate_answer")
-def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
+def generate_answer(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     settings = settings_for(config, state)
     prompt = prompts.ANSWER_SHORT if settings.answer_style == "short" else prompts.ANSWER
     instructions = prompt.text.format(not_found=prompts.NOT_FOUND, question=state["queries"][0])
@@ -226,7 +230,7 @@ def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
     attempts = state.get("attempts", 0) + 1
     try:
         draft = invoke_text(
-            llm(settings, "generator"),
+            services.llm(settings, "generator"),
             [context_message(state["passages"]), HumanMessage(instructions)],
             retries=settings.llm_max_retries,
             what="answer generation",
@@ -242,13 +246,13 @@ def generate_answer(state: State, config: RunnableConfig) -> dict[str, Any]:
 
 
 @timed("verify")
-def verify(state: State, config: RunnableConfig) -> dict[str, Any]:
+def verify(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     """The second LLM judges the question-answer pair against the cited passages
     (graph/verification.py); the verdict says verified or not, with a confidence."""
     settings = settings_for(config, state)
     try:
         verdict = verify_answer(
-            llm(settings, "verifier"),
+            services.llm(settings, "verifier"),
             state["queries"][0],
             state["draft"],
             state["passages"],
@@ -316,7 +320,7 @@ def _numbered_by_citation(
 
 
 @timed("finalize")
-def finalize(state: State, config: RunnableConfig) -> dict[str, Any]:
+def finalize(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     """Build the answer object: cited answer and references, or an honest abstention."""
     settings = settings_for(config, state)
     passages = state.get("passages") or []

@@ -1,7 +1,8 @@
 """The graph's state, and the explicit input and output schemas the server publishes.
 
-On a server thread the state persists between questions, so the first node resets
-every per-question field; only ``messages`` (the conversation) accumulates.
+On a server thread the state persists between questions, so the graph's first node
+(``start_question``) sets every field of ``PER_QUESTION`` to its fresh value; only
+``messages`` (the conversation) accumulates.
 """
 
 from __future__ import annotations
@@ -47,3 +48,19 @@ class State(InputState, OutputState, total=False):
     feedback: list[str]  # unsupported statements (with missing literals) from the last check
     kept: dict[str, Any]  # the attempt the verifier scored highest so far: {draft, verdict}
     abstain_reason: str
+
+
+# Fresh values of everything one question produces. A field added to State that a later
+# question must not inherit belongs here.
+PER_QUESTION: dict[str, Any] = {
+    "queries": [],
+    "passages": [],
+    "draft": "",
+    "attempts": 0,
+    "feedback": [],
+    "kept": {},
+    "abstain_reason": "",
+    "verdict": {},
+    "error": None,
+    "timings": {},
+}

@@ -21,6 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for
 from graph.graph import GENERATOR_NODE
+from graph.services import Services
 from graph.state import OutputState
 from rag_ui.exchange import PromptRecorder
 from tools.config import Settings, choices
@@ -85,7 +86,13 @@ def _progress(node: str, update: dict[str, Any]) -> None:
     )
 
 
-def answer(app: Any, inputs: dict[str, Any], config: dict[str, Any], show: bool) -> dict[str, Any]:
+def answer(
+    app: Any,
+    inputs: dict[str, Any],
+    config: dict[str, Any],
+    show: bool,
+    services: Services | None = None,
+) -> dict[str, Any]:
     """Run the graph; with ``show``, stream the answer's tokens to stdout as the generator
     writes them and print each node as it finishes (to stderr).
 
@@ -95,7 +102,7 @@ def answer(app: Any, inputs: dict[str, Any], config: dict[str, Any], show: bool)
     result: dict[str, Any] = {}
     streamed: list[str] = []
     modes = ["updates", "values", "messages"] if show else ["updates", "values"]
-    for mode, chunk in app.stream(inputs, config, stream_mode=modes):
+    for mode, chunk in app.stream(inputs, config, stream_mode=modes, context=services):
         if mode == "messages":
             message, meta = chunk
             if meta.get("langgraph_node") == GENERATOR_NODE and message.text:
@@ -184,7 +191,7 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     config = config_for(
         thread_id=args.thread, user_id=args.user_id, **_configurable(args, settings)
     )
-    out = answer(build_graph(), inputs, config, show=not args.json)
+    out = answer(build_graph(), inputs, config, show=not args.json, services=args.services)
     if path:
         _save_thread(path, [*history, HumanMessage(args.question), AIMessage(out["answer"])])
     if args.json:
@@ -231,7 +238,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         recorder = PromptRecorder()
         config["callbacks"] = [*(config.get("callbacks") or []), recorder]
         try:
-            print_answer(answer(app, inputs, config, show=True))
+            print_answer(answer(app, inputs, config, show=True, services=args.services))
             history = []  # from now on the thread's own state holds the conversation
             if path:
                 _save_thread(path, app.get_state(config).values["messages"])

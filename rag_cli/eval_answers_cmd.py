@@ -99,7 +99,7 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         log = Path(args.out) / "answers.items.jsonl"
         log.unlink(missing_ok=True)
-    report = evaluate_answers(settings, items, judge=args.judge, log=log)
+    report = evaluate_answers(settings, items, judge=args.judge, log=log, services=args.services)
     report |= {
         "dataset": dataset,
         "collection": collection,

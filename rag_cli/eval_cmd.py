@@ -23,11 +23,11 @@ from evaluation.report import (
     write_outputs,
 )
 from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_sweep, with_overrides
+from graph.services import or_shared
 from ingest.partition import SPLITTERS
 from ingest.pipeline import IngestError
 from rag_cli import eval_answers_cmd, eval_judgments_cmd, eval_verifier_cmd
 from tools.config import Settings
-from tools.models import embeddings
 
 # flag -> setting, for the retrieval and ingestion settings an evaluation may override
 SETTING_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -174,7 +174,7 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
         report = evaluate_retrieval(
             dataset,
             settings,
-            embeddings(settings),
+            or_shared(args.services).embedder(settings),
             modes=modes,
             sweep=sweep,
             depth=args.depth,

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from evaluation import judgments
+from graph.services import or_shared
 from tools.collection import Collection
 from tools.config import Settings
-from tools.models import chat_model, embeddings
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     collection = Collection(settings, args.collection)
-    model = chat_model(settings, "judge")
+    model = or_shared(args.services).llm(settings, "judge")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -60,7 +60,8 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
 def run_score(args: argparse.Namespace, settings: Settings) -> int:
     collection = Collection(settings, args.collection)
     records = judgments.load(Path(args.judgments))
-    report = judgments.score(settings, collection, embeddings(settings), records)
+    embedder = or_shared(args.services).embedder(settings)
+    report = judgments.score(settings, collection, embedder, records)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

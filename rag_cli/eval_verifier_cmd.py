@@ -11,10 +11,10 @@ from typing import Any
 
 from evaluation import verifier as bench
 from evaluation.squad import SQUAD_DEV
+from graph.services import or_shared
 from graph.verification import verify_answer
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.models import chat_model
 from tools.retrieval import Passage
 
 
@@ -56,7 +56,7 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     items = bench.load_items(
         squad, split=args.split, seed=args.seed, squad_per_split=args.squad_per_split
     )[: args.limit]
-    model = chat_model(settings, "verifier")
+    model = or_shared(args.services).llm(settings, "verifier")
 
     def check(item: bench.VerifierItem) -> dict[str, Any]:
         try:

@@ -11,12 +11,15 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools import tracing
 from tools.config import ConfigError, Settings, load_settings
 from tools.errors import ModelError
 from tools.local_assets import AssetError
+
+if TYPE_CHECKING:  # the graph loads only for the commands that answer questions
+    from graph.services import Services
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
@@ -99,9 +102,12 @@ def _version() -> str:
         return "unknown"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, services: Services | None = None) -> int:
+    """``services``: the models and stores questions are answered with (graph/services.py);
+    the process's shared ones unless a caller (a test) brings its own."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    args.services = services
     try:
         settings = load_settings(
             _overrides(args), config_file=getattr(args, "config", None), source="command line"

@@ -39,6 +39,7 @@ from starlette.staticfiles import StaticFiles
 from graph import build_graph, config_for
 from graph.configuration import PER_QUESTION_FIELDS
 from graph.graph import GENERATOR_NODE
+from graph.services import Services
 from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, check_comment, flags_file
 from rag_ui.sessions import Session, Sessions
@@ -99,8 +100,9 @@ class ChatApp:
     """The page's state: settings, one graph with an in-memory checkpointer, sessions,
     the flag log."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, services: Services | None = None) -> None:
         self.settings = settings
+        self.services = services
         checkpointer = InMemorySaver()
         self.graph = build_graph(checkpointer=checkpointer)
         self.sessions = Sessions(checkpointer)
@@ -188,7 +190,10 @@ class ChatApp:
         yield _event("start", {"question": question, "settings": used})
         try:
             async for mode, chunk in self.graph.astream(
-                {"question": question}, config, stream_mode=["updates", "messages"]
+                {"question": question},
+                config,
+                stream_mode=["updates", "messages"],
+                context=self.services,
             ):
                 if mode == "updates":
                     for node, update in chunk.items():
@@ -236,10 +241,13 @@ class ChatApp:
         return JSONResponse({"id": flag_id, "trace_scored": scored}, 201)
 
 
-def create_app(settings: Settings, token: str | None = None) -> Starlette:
+def create_app(
+    settings: Settings, token: str | None = None, services: Services | None = None
+) -> Starlette:
     """The page for these settings (the ones every other entry point loads); with
-    ``token``, only for browsers that opened the URL carrying it (rag_ui/token.py)."""
-    chat = ChatApp(settings)
+    ``token``, only for browsers that opened the URL carrying it (rag_ui/token.py);
+    ``services`` as for ``rag_cli.main``."""
+    chat = ChatApp(settings, services)
     app = Starlette(
         routes=[
             Route("/", chat.index),

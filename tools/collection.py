@@ -64,6 +64,11 @@ def manifest_path(settings: Settings, name: str) -> Path:
     return settings.data_dir / "collections" / f"{name}.sqlite"
 
 
+def handle_key(settings: Settings, name: str) -> tuple[str, str, int, str]:
+    """What an open ``Collection`` depends on: where it is, and how it is searched."""
+    return (str(settings.data_dir), settings.chroma_host or "", settings.hnsw_ef_search, name)
+
+
 def list_collections(settings: Settings) -> list[str]:
     folder = settings.data_dir / "collections"
     return sorted(p.stem for p in folder.glob("*.sqlite")) if folder.is_dir() else []

@@ -124,6 +124,11 @@ class Settings(BaseModel):
         description="Token overlap (Jaccard) above which passages are considered duplicates.",
     )
     multi_query: int = Field(1, ge=1, le=5, description="Queries per question (1 = rephrase only).")
+    retriever: Literal["hybrid"] = Field(
+        "hybrid",
+        description="How passages are found: hybrid (dense vectors and BM25, fused by "
+        "hybrid_weight). tools/retrieval.py RETRIEVERS builds each one.",
+    )
     rerank: Literal["none", "llm", "cross-encoder", "litellm"] = Field("none")
     rerank_model: str = Field(
         "", description="Cross-encoder path or litellm rerank model (e.g. cohere/rerank-v3.5)."

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from langchain_core.embeddings import Embeddings
@@ -103,6 +103,32 @@ def chat_model(settings: Settings, role: Role) -> BaseChatModel:
         max_tokens=settings.llm_max_tokens,
         request_timeout=settings.llm_timeout_s,
         max_retries=0,  # tools/resilient.py is the one retry layer
+    )
+
+
+def chat_key(settings: Settings, role: Role) -> tuple[Any, ...]:
+    """What ``chat_model`` builds from: two settings with the same key get the same model."""
+    return (
+        "chat",
+        role,
+        str(chat_spec(settings, role)),
+        str(settings.resolved_cache_dir()),
+        settings.llm_context_tokens,
+        settings.llm_threads,
+        settings.llm_max_tokens,
+        settings.llm_temperature,
+        settings.llm_timeout_s,
+    )
+
+
+def embeddings_key(settings: Settings) -> tuple[Any, ...]:
+    """What ``embeddings`` (and its retry wrapper) builds from."""
+    return (
+        "embedding",
+        settings.embedding_model,
+        settings.embedding_batch_size,
+        settings.llm_timeout_s,
+        settings.llm_max_retries,
     )
 
 

@@ -17,8 +17,9 @@ Why each step:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -245,3 +246,22 @@ def _merge(chunks: list[Chunk], score: float, distance: float) -> Passage:
         end_line=last.end_line,
         heading=first.heading,
     )
+
+
+class Retriever(Protocol):
+    """Finds the passages for a question's queries, best first, within the threshold.
+
+    A new retriever is a class with this method, an entry in ``RETRIEVERS`` and its name
+    among the ``retriever`` setting's choices (tests check the two agree)."""
+
+    def retrieve(self, queries: Sequence[str]) -> tuple[list[Passage], RetrievalReport]: ...
+
+
+RETRIEVERS: dict[str, Callable[[Collection, Embeddings, Settings], Retriever]] = {
+    "hybrid": HybridRetriever,
+}
+
+
+def make_retriever(collection: Collection, embedder: Embeddings, settings: Settings) -> Retriever:
+    """The retriever the ``retriever`` setting names, over ``collection``."""
+    return RETRIEVERS[settings.retriever](collection, embedder, settings)

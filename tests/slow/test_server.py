@@ -32,7 +32,7 @@ from tests.local_service import (
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
-NODES = {"generate_queries", "retrieve", "generate_answer", "verify", "finalize"}
+NODES = {"start_question", "generate_queries", "retrieve", "generate_answer", "verify", "finalize"}
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from graph import nodes, prompts
+from graph import prompts
+from graph.services import Services
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings, RuleChat
@@ -41,14 +42,14 @@ def corpus_env(tmp_path, monkeypatch):
         IngestOptions(partition=PartitionOptions("structure", 100, 0)),
         progress=False,
     ).run([root])
-    monkeypatch.setattr(nodes, "embedder", lambda s: EMB)
     return settings
 
 
 class Models:
-    """Routes each role to a RuleChat; tests set the behaviour per role."""
+    """Routes each role to a RuleChat; tests set the behaviour per role. ``services`` is
+    what a test hands the graph (``context=``) or an entry point (``services=``)."""
 
-    def __init__(self, monkeypatch) -> None:
+    def __init__(self) -> None:
         self.answer = "Run make demo to install the service [1]."
         # the verifier's P(yes): one value, or one per call (popped in order)
         self.confidence: float | list[float] = 0.9
@@ -56,10 +57,10 @@ class Models:
         self.rephrased = "How do I turn off tracing in Langfuse?"
         self.chats = {
             role: RuleChat(respond=getattr(self, f"_{role}"))
-            for role in ("generator", "query", "verifier")
+            for role in ("generator", "query", "verifier", "judge")
         }
         self.chats["verifier"].first_token = self._verifier_yes
-        monkeypatch.setattr(nodes, "llm", lambda settings, role: self.chats[role])
+        self.services = Services(chat=lambda settings, role: self.chats[role], embed=lambda _: EMB)
 
     def _generator(self, messages) -> str:
         return self.answer if isinstance(self.answer, str) else self.answer.pop(0)
@@ -72,6 +73,9 @@ class Models:
             return json.dumps({"queries": ["install steps", "setup guide", "extra"]})
         passage = last.split("Passage:\n", 1)[1]
         return json.dumps({"grade": next((g for k, g in self.grades.items() if k in passage), 0)})
+
+    def _judge(self, messages) -> str:
+        return json.dumps({"completeness": 4, "contextual_accuracy": 5})
 
     def _verifier(self, messages) -> str:
         return "yes"  # only read when a test takes the log-probabilities away
@@ -86,5 +90,5 @@ class Models:
 
 
 @pytest.fixture
-def models(monkeypatch):
-    return Models(monkeypatch)
+def models():
+    return Models()

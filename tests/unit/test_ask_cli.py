@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from graph.services import Services
 from rag_cli.main import main
 
 
 def test_ask_json_prints_the_answer_object(corpus_env, models, capsys):
-    assert main(["ask", "How do I install the service?", "--json"]) == 0
+    assert main(["ask", "How do I install the service?", "--json"], services=models.services) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {
         "answer",
@@ -26,18 +27,26 @@ def test_ask_json_prints_the_answer_object(corpus_env, models, capsys):
 
 
 def test_ask_thread_keeps_history_between_calls(corpus_env, models, capsys):
-    assert main(["ask", "How do I enable tracing?", "--thread", "t1"]) == 0
+    assert (
+        main(["ask", "How do I enable tracing?", "--thread", "t1"], services=models.services) == 0
+    )
     assert models.chats["query"].calls == []
     capsys.readouterr()
-    assert main(["ask", "and how do I turn it off?", "--thread", "t1", "--json"]) == 0
+    assert (
+        main(
+            ["ask", "and how do I turn it off?", "--thread", "t1", "--json"],
+            services=models.services,
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["queries"] == [models.rephrased]  # rephrased from the saved history
     assert "Last question: and how do I turn it off?" in models.chats["query"].calls[0][-1].text
 
 
 def test_ask_rejects_a_bad_thread_id_and_empty_question(corpus_env, models, capsys):
-    assert main(["ask", "hi", "--thread", "../escape"]) == 2
-    assert main(["ask", "   "]) == 2
+    assert main(["ask", "hi", "--thread", "../escape"], services=models.services) == 2
+    assert main(["ask", "   "], services=models.services) == 2
     assert "question must be a non-empty string" in capsys.readouterr().err
 
 
@@ -53,7 +62,7 @@ def test_chat_answers_shows_passages_and_starts_over(corpus_env, models, capsys,
         ]
     )
     monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
-    assert main(["chat"]) == 0
+    assert main(["chat"], services=models.services) == 0
     out = capsys.readouterr().out
     assert out.count("Run make demo to install the service [1].") == 2
     assert "[1] docs/install.md score=" in out
@@ -62,7 +71,7 @@ def test_chat_answers_shows_passages_and_starts_over(corpus_env, models, capsys,
 
 
 def test_ask_streams_the_answer_once_then_references_and_verdict(corpus_env, models, capsys):
-    assert main(["ask", "How do I install the service?"]) == 0
+    assert main(["ask", "How do I install the service?"], services=models.services) == 0
     captured = capsys.readouterr()
     assert captured.out.count("Run make demo to install the service [1].") == 1  # not twice
     assert captured.out.index("Run make demo") < captured.out.index("References:")
@@ -73,7 +82,7 @@ def test_ask_streams_the_answer_once_then_references_and_verdict(corpus_env, mod
 def test_a_regenerated_answer_is_shown_in_full_and_marked(corpus_env, models, capsys):
     models.answer = ["Install with pip [1].", "Run make demo to install the service [1]."]
     models.confidence = [0.1, 0.9]
-    assert main(["ask", "How do I install the service?"]) == 0
+    assert main(["ask", "How do I install the service?"], services=models.services) == 0
     out = capsys.readouterr().out
     assert "Install with pip" in out and out.count("Run make demo to install") == 1
     assert "Verified" in out
@@ -81,7 +90,13 @@ def test_a_regenerated_answer_is_shown_in_full_and_marked(corpus_env, models, ca
 
 def test_not_verified_says_why(corpus_env, models, capsys):
     models.confidence = 0.1
-    assert main(["ask", "How do I install the service?", "--set", "max_regenerations=0"]) == 0
+    assert (
+        main(
+            ["ask", "How do I install the service?", "--set", "max_regenerations=0"],
+            services=models.services,
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "NOT VERIFIED: the verifier is not sure" in out and "confidence 0.1" in out
 
@@ -96,17 +111,20 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_keeps_the_chat(
     models.chats["generator"].respond = lambda m: next(answers)(m)
     lines = iter(["How do I install the service?", "How do I install the service?", "/quit"])
     monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
-    assert main(["chat"]) == 0
+    assert main(["chat"], services=models.services) == 0
     out = capsys.readouterr().out
     assert "(answer cancelled" in out and "Run make demo to install the service [1]." in out
 
 
-def test_a_missing_key_is_reported_before_retrieval(corpus_env, models, capsys, monkeypatch):
-    from graph import nodes
+class NoRetrieval(Services):
+    def read_collection(self, *args, **kwargs):
+        pytest.fail("retrieval ran")
 
+
+def test_a_missing_key_is_reported_before_retrieval(corpus_env, models, capsys, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setattr(nodes, "read_collection", lambda *a, **k: pytest.fail("retrieval ran"))
-    assert main(["ask", "How do I install?", "--verifier-model", "openai:gpt-4o-mini"]) == 2
+    argv = ["ask", "How do I install?", "--verifier-model", "openai:gpt-4o-mini"]
+    assert main(argv, services=NoRetrieval(chat=lambda s, role: models.chats[role])) == 2
     err = capsys.readouterr().err
     assert "RAG_VERIFIER_MODEL=openai:gpt-4o-mini needs OPENAI_API_KEY" in err
 
@@ -115,7 +133,7 @@ def test_chat_thread_is_saved_and_resumed(corpus_env, models, capsys, monkeypatc
     def chat(*lines: str) -> str:
         feed = iter([*lines, "/quit"])
         monkeypatch.setattr("builtins.input", lambda _prompt="": next(feed))
-        assert main(["chat", "--thread", "work"]) == 0
+        assert main(["chat", "--thread", "work"], services=models.services) == 0
         return capsys.readouterr().out
 
     chat("How do I install the service?")

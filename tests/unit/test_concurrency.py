@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from graph import build_graph, resources
+from graph import build_graph
+from graph.services import Services
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.unit.conftest import EMB, PAGES
@@ -42,7 +43,9 @@ def test_concurrent_questions_each_get_their_own_answer(corpus_env, models):
     questions = list(TOPICS) * 8
 
     def ask(question):
-        return question, app.invoke({"question": question}, {"configurable": {"k": 1}})
+        return question, app.invoke(
+            {"question": question}, {"configurable": {"k": 1}}, context=models.services
+        )
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(ask, questions))
@@ -52,7 +55,12 @@ def test_concurrent_questions_each_get_their_own_answer(corpus_env, models):
         assert out["citations"][0]["source"] == f"docs/{TOPICS[question]}", question
         assert out["queries"] == [question]
     # each question's answer is the same as when asked alone
-    alone = {q: app.invoke({"question": q}, {"configurable": {"k": 1}})["answer"] for q in TOPICS}
+    alone = {
+        q: app.invoke({"question": q}, {"configurable": {"k": 1}}, context=models.services)[
+            "answer"
+        ]
+        for q in TOPICS
+    }
     assert all(out["answer"] == alone[q] for q, out in results)
 
 
@@ -84,7 +92,9 @@ def test_ingestion_while_answering_gives_old_or_new_data_never_an_error(
 
     def ask_until_done():
         while not stop.is_set():
-            out = app.invoke({"question": "How do I install the service?"}, {})
+            out = app.invoke(
+                {"question": "How do I install the service?"}, {}, context=models.services
+            )
             assert out["error"] is None, out["error"]
             answers.append(out["answer"])
 
@@ -134,7 +144,9 @@ def test_ingestion_and_rebuild_by_another_process_are_seen_by_a_serving_process(
 
     def answer() -> str:
         out = app.invoke(
-            {"question": "How do I install the service?"}, {"configurable": {"collection": "shell"}}
+            {"question": "How do I install the service?"},
+            {"configurable": {"collection": "shell"}},
+            context=models.services,
         )
         assert out["error"] is None, out["error"]
         return out["answer"]
@@ -151,7 +163,7 @@ def test_ingestion_and_rebuild_by_another_process_are_seen_by_a_serving_process(
     Collection(settings, "shell").close()  # as `rag serve` checks collections at start
     other_process("install.md", "setup")
     # the first search (hybrid retrieval also reads vectors by id: search the index alone)
-    hits = resources.collection(settings, "shell").dense_search(EMB.embed_query("setup"), 3)
+    hits = models.services.collection(settings, "shell").dense_search(EMB.embed_query("setup"), 3)
     assert [h[0].text for h in hits] == ["# Install\n\nRun make setup to install the service."]
     assert answer() == "Run make setup to install the service [1]."
     other_process("install.md", "build")
@@ -162,14 +174,15 @@ def test_ingestion_and_rebuild_by_another_process_are_seen_by_a_serving_process(
 
 def test_own_commits_do_not_reopen_the_collection(corpus_env):
     """Reopening costs an index load: only another process's commits call for it."""
-    handle = resources.collection(corpus_env, "docs")
+    services = Services()
+    handle = services.collection(corpus_env, "docs")
     writer = Collection(corpus_env, "docs")
     options = IngestOptions(partition=PartitionOptions("structure", 100, 0))
     (corpus_env.data_dir.parent / "docs" / "install.md").write_text("# Install\n\nNew.\n")
     Ingestor(corpus_env, writer, EMB, options, progress=False).run(
         [corpus_env.data_dir.parent / "docs"]
     )
-    assert resources.collection(corpus_env, "docs") is handle
+    assert services.collection(corpus_env, "docs") is handle
 
 
 def test_a_read_that_meets_vectors_deleted_elsewhere_is_repeated_on_a_reopened_handle(
@@ -183,11 +196,11 @@ def test_a_read_that_meets_vectors_deleted_elsewhere_is_repeated_on_a_reopened_h
             raise StaleStoreError("collection 'docs': Error finding id")
         return "read"
 
-    assert resources.read_collection(corpus_env, "docs", flaky) == "read"
+    assert Services().read_collection(corpus_env, "docs", flaky) == "read"
     assert handles[0] is not handles[1]  # the second read ran on a reopened collection
 
     def always(col):
         raise StaleStoreError("collection 'docs': Error finding id")
 
     with pytest.raises(StaleStoreError, match="ask again when its ingestion is done"):
-        resources.read_collection(corpus_env, "docs", always)
+        Services().read_collection(corpus_env, "docs", always)

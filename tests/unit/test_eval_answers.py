@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evaluation import answer_report, answers
+from evaluation import answer_report
 from evaluation.answers import evaluate_answers
 from evaluation.datasets import DatasetError
 from evaluation.squad import (
@@ -19,7 +19,6 @@ from evaluation.squad import (
     token_f1,
 )
 from graph import prompts
-from tests.fakes import RuleChat
 from tools import tracing
 from tools.config import load_settings
 
@@ -84,15 +83,15 @@ ITEMS = [
 
 
 @pytest.fixture
-def judge(monkeypatch):
-    chat = RuleChat(respond=lambda m: json.dumps({"completeness": 4, "contextual_accuracy": 5}))
-    monkeypatch.setattr(answers, "chat_model", lambda settings, role: chat)
-    return chat
+def judge(models):
+    return models.chats["judge"]
 
 
 def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path):
     models.answer = ["Run make demo to install the service [1].", prompts.NOT_FOUND]
-    report = evaluate_answers(corpus_env, ITEMS, judge=True, progress=False)
+    report = evaluate_answers(
+        corpus_env, ITEMS, judge=True, progress=False, services=models.services
+    )
     first, second = report["items"]
     # "run make demo to install service" vs "make demo": 2 of 6 tokens, all of gold: F1 0.5
     assert first["scores"] == {
@@ -127,17 +126,19 @@ def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path
 def test_verified_precision_coverage_and_verified_wrong(corpus_env, models):
     models.answer = ["Run make demo to install the service [1].", "It takes 4 minutes [1]."]
     items = [ITEMS[0], QAItem("9", "How long does it take?", ("12 minutes",), True)]
-    summary = evaluate_answers(corpus_env, items, progress=False)["summary"]
+    summary = evaluate_answers(corpus_env, items, progress=False, services=models.services)[
+        "summary"
+    ]
     assert summary["verified_wrong"] == 1  # "4 minutes" verified, but the gold says 12
     assert summary["verified_precision"] == 0.5 and summary["coverage"] == 0.5
 
 
 def test_citation_recall_counts_statements_their_citation_supports(corpus_env, models):
     models.answer = "Run make demo to install the service.\n\nIt takes 99 minutes [1]."
-    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False)
+    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False, services=models.services)
     assert report["items"][0]["scores"]["citation_recall"] == 0.0  # uncited; 99 not in [1]
     models.answer = "Run make demo to install the service [1].\n\nIt takes 99 minutes [1]."
-    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False)
+    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False, services=models.services)
     assert report["items"][0]["scores"]["citation_recall"] == 0.5
     assert report["summary"]["citation_recall"] == 0.5
 
@@ -145,7 +146,9 @@ def test_citation_recall_counts_statements_their_citation_supports(corpus_env, m
 def test_a_failing_item_is_recorded_and_the_run_goes_on(corpus_env, models):
     models.no_logprobs()  # the verifier fails: reported, not fatal
     broken = QAItem("3", "x" * 5000, (), None)  # over max_question_chars: a ValueError
-    report = evaluate_answers(corpus_env, [broken, ITEMS[0]], progress=False)
+    report = evaluate_answers(
+        corpus_env, [broken, ITEMS[0]], progress=False, services=models.services
+    )
     assert "max_question_chars" in report["items"][0]["error"]
     assert report["items"][1]["scores"]["f1"] == 0.5
     assert report["summary"]["errors"] == 1 and report["summary"]["model_faults"] == 1
@@ -156,7 +159,7 @@ def test_a_failing_item_is_recorded_and_the_run_goes_on(corpus_env, models):
 def test_scores_reach_each_items_trace(corpus_env, models, monkeypatch):
     monkeypatch.setenv("RAG_TRACING", "local")
     settings = load_settings()
-    report = evaluate_answers(settings, ITEMS[:1], progress=False)
+    report = evaluate_answers(settings, ITEMS[:1], progress=False, services=models.services)
     trace_id = report["items"][0]["trace_id"]
     scores = {s["name"]: s["value"] for s in tracing.load_scores(settings, trace_id)}
     assert scores["f1"] == 0.5 and scores["grounded"] == 1.0
@@ -166,9 +169,9 @@ def test_citation_precision_counts_citations_whose_passage_holds_the_clause(corp
     # [1] holds "make demo"; a second marker for the same clause is not needed only if
     # its passage lacks the clause's facts
     models.answer = "Run `make demo` to install the service [1][1]."
-    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False)
+    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False, services=models.services)
     assert report["items"][0]["scores"]["citation_precision"] == 1.0
     models.answer = "Run `make demo` to install the service [1]. It takes 99 minutes [1]."
-    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False)
+    report = evaluate_answers(corpus_env, ITEMS[:1], progress=False, services=models.services)
     assert report["items"][0]["scores"]["citation_precision"] == 0.5
     assert report["summary"]["verified_by_category"]["answerable"]["verified_wrong"] == 0

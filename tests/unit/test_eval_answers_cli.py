@@ -8,14 +8,14 @@ import json
 import pytest
 
 from graph import prompts
-from rag_cli import eval_judgments_cmd
+from graph.services import Services
 from rag_cli.main import main
 from tests.fakes import RuleChat
 from tests.unit.conftest import EMB
 
 
-def run(capsys, *argv) -> str:
-    code = main([str(a) for a in argv])
+def run(services, capsys, *argv) -> str:
+    code = main([str(a) for a in argv], services=services)
     captured = capsys.readouterr()
     assert code == 0, captured.err
     return captured.out
@@ -40,6 +40,7 @@ def test_answers_on_a_question_set_writes_reports(corpus_env, models, questions,
     out = tmp_path / "out"
     report = json.loads(
         run(
+            models.services,
             capsys,
             "eval",
             "answers",
@@ -72,6 +73,7 @@ def test_answers_on_a_question_set_writes_reports(corpus_env, models, questions,
     models.answer = ["make demo [1]", prompts.NOT_FOUND]
     (tmp_path / "short").mkdir()
     run(
+        models.services,
         capsys,
         "eval",
         "answers",
@@ -84,12 +86,20 @@ def test_answers_on_a_question_set_writes_reports(corpus_env, models, questions,
         "--out",
         tmp_path / "short",
     )
-    text = run(capsys, "eval", "compare", out / "answers.json", tmp_path / "short" / "answers.json")
+    text = run(
+        models, capsys, "eval", "compare", out / "answers.json", tmp_path / "short" / "answers.json"
+    )
     assert "wins 1, loses 0, ties 1" in text  # F1 0.5 -> 1.0; the abstention stays right
 
 
 def test_answers_on_a_missing_collection_fails_before_asking(corpus_env, models, questions, capsys):
-    assert main(["eval", "answers", "--questions", str(questions), "--collection", "nope"]) == 2
+    assert (
+        main(
+            ["eval", "answers", "--questions", str(questions), "--collection", "nope"],
+            services=models.services,
+        )
+        == 2
+    )
     assert "nope" in capsys.readouterr().err
     assert models.chats["generator"].calls == []
 
@@ -98,10 +108,10 @@ def test_judgment_list_round_trip(corpus_env, monkeypatch, tmp_path, capsys):
     writer = RuleChat(
         respond=lambda m: json.dumps({"questions": ["How do I install the service?"]})
     )
-    monkeypatch.setattr(eval_judgments_cmd, "chat_model", lambda settings, role: writer)
-    monkeypatch.setattr(eval_judgments_cmd, "embeddings", lambda settings: EMB)
+    services = Services(chat=lambda settings, role: writer, embed=lambda settings: EMB)
     path = tmp_path / "j.jsonl"
     run(
+        services,
         capsys,
         "eval",
         "judgments",
@@ -118,6 +128,16 @@ def test_judgment_list_round_trip(corpus_env, monkeypatch, tmp_path, capsys):
     assert len(path.read_text().splitlines()) == 1
     assert not path.with_name("j.jsonl.partial").exists()
     report = json.loads(
-        run(capsys, "eval", "retrieval", "--judgments", path, "--collection", "docs", "--json")
+        run(
+            services,
+            capsys,
+            "eval",
+            "retrieval",
+            "--judgments",
+            path,
+            "--collection",
+            "docs",
+            "--json",
+        )
     )
     assert report["kind"] == "judgments" and report["evaluated"] == 1 and report["stale"] == 0

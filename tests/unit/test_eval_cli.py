@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rag_cli import eval_cmd
+from graph.services import Services
 from rag_cli.main import main
 from tests.fakes import HashEmbeddings
 from tests.files import write_tree
@@ -49,14 +49,13 @@ def beir(tmp_path):
 
 
 @pytest.fixture
-def emb(monkeypatch):
-    fake = HashEmbeddings()
-    monkeypatch.setattr(eval_cmd, "embeddings", lambda settings: fake)
-    return fake
+def emb():
+    return HashEmbeddings()
 
 
-def rag_json(capsys, *argv) -> dict:
-    assert main([str(a) for a in argv]) == 0, capsys.readouterr().err
+def rag_json(emb, capsys, *argv) -> dict:
+    services = Services(embed=lambda settings: emb)
+    assert main([str(a) for a in argv], services=services) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
 
 
@@ -67,7 +66,7 @@ def _by_label(report: dict) -> dict[str, dict]:
 def test_eval_retrieval_scores_three_modes_and_writes_the_reports(beir, emb, capsys, tmp_path):
     out = tmp_path / "out"
     report = rag_json(
-        capsys, "eval", "retrieval", "--beir", beir, "--mode", "all", "--out", out, "--json"
+        emb, capsys, "eval", "retrieval", "--beir", beir, "--mode", "all", "--out", out, "--json"
     )
     runs = _by_label(report)
     assert list(runs) == ["hybrid", "bm25", "dense"]
@@ -94,23 +93,26 @@ def test_eval_retrieval_scores_three_modes_and_writes_the_reports(beir, emb, cap
 
 
 def test_a_second_run_reuses_the_collection_and_embeds_only_queries(beir, emb, capsys):
-    first = rag_json(capsys, "eval", "retrieval", "--beir", beir, "--json")
+    first = rag_json(emb, capsys, "eval", "retrieval", "--beir", beir, "--json")
     assert max(emb.calls) > 1  # the corpus was embedded in batches
     emb.calls.clear()
     second = rag_json(
-        capsys, "eval", "retrieval", "--beir", beir, "--hybrid-weight", "0.3", "--json"
+        emb, capsys, "eval", "retrieval", "--beir", beir, "--hybrid-weight", "0.3", "--json"
     )
     assert second["collection"]["reused"] is True
     assert second["collection"]["name"] == first["collection"]["name"]
     assert emb.calls == [1, 1, 1]  # one query embedding per judged query, nothing else
     assert second["runs"][0]["settings"]["hybrid_weight"] == 0.3
     # other chunking is another collection
-    third = rag_json(capsys, "eval", "retrieval", "--beir", beir, "--chunk-size", "30", "--json")
+    third = rag_json(
+        emb, capsys, "eval", "retrieval", "--beir", beir, "--chunk-size", "30", "--json"
+    )
     assert third["collection"]["name"] != first["collection"]["name"]
 
 
 def test_single_index_modes_rank_by_their_own_index_only(beir, emb, capsys):
     report = rag_json(
+        emb,
         capsys, "eval", "retrieval", "--beir", beir, "--mode", "bm25", "--mode", "dense",
         "--distance-threshold", "2.0", "--json",
     )  # fmt: skip
@@ -122,6 +124,7 @@ def test_single_index_modes_rank_by_their_own_index_only(beir, emb, capsys):
 
 def test_chunks_of_one_document_count_once_at_its_best_rank(beir, emb, capsys):
     report = rag_json(
+        emb,
         capsys, "eval", "retrieval", "--beir", beir, "--splitter", "chars", "--chunk-size", "25",
         "--overlap", "0", "--distance-threshold", "2.0", "--limit", "2", "--json",
     )  # fmt: skip
@@ -138,6 +141,7 @@ def test_sweep_makes_one_run_per_value_and_corpus_flags_take_trec_qrels(
     trec = tmp_path / "qrels.txt"
     trec.write_text("q1 0 d1 1\nq2 0 d3 1\n")
     report = rag_json(
+        emb,
         capsys, "eval", "retrieval", "--corpus", beir / "corpus.jsonl",
         "--queries", beir / "queries.jsonl", "--qrels", trec, "--mode", "hybrid",
         "--mode", "bm25", "--sweep", "distance_threshold=0.5,2.0",
@@ -157,15 +161,15 @@ def test_sweep_makes_one_run_per_value_and_corpus_flags_take_trec_qrels(
 
 def test_compare_and_convert_cacm_commands(beir, emb, capsys, tmp_path):
     for name, weight in (("a", "0.5"), ("b", "0.0")):
-        assert main(["eval", "retrieval", "--beir", str(beir), "--hybrid-weight", weight,
-                     "--out", str(tmp_path / name), "--json"]) == 0  # fmt: skip
+        rag_json(emb, capsys, "eval", "retrieval", "--beir", beir, "--hybrid-weight", weight,
+                 "--out", tmp_path / name, "--json")  # fmt: skip
     capsys.readouterr()
     a, b = (str(tmp_path / n / "report.json") for n in "ab")
     assert main(["eval", "compare", a, b]) == 0
     text = capsys.readouterr().out
     assert f"# Retrieval comparison: {a} vs {b}" in text
     assert "| nDCG@10 |" in text and "wins" in text
-    result = rag_json(capsys, "eval", "compare", a, b, "--json")
+    result = rag_json(emb, capsys, "eval", "compare", a, b, "--json")
     assert result["pairs"][0]["shared_queries"] == 3
 
     source = write_tree(
@@ -207,6 +211,7 @@ def test_bad_evaluation_requests_exit_2_with_a_reason(beir, emb, capsys, extra, 
 
 def test_fetch_k_is_raised_to_the_depth_and_a_shallow_depth_drops_recall_at_100(beir, emb, capsys):
     report = rag_json(
+        emb,
         capsys, "eval", "retrieval", "--beir", beir, "--depth", "10",
         "--sweep", "fetch_k=5,20", "--json",
     )  # fmt: skip

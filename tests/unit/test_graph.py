@@ -12,12 +12,16 @@ from graph.context import context_message
 from tools.config import ConfigError
 
 
-def ask(question, config=None, **state):
-    return build_graph().invoke({"question": question, **state}, config_for(**(config or {})))
+def ask(models, question, config=None, **state):
+    return build_graph().invoke(
+        {"question": question, **state},
+        config_for(**(config or {})),
+        context=models.services,
+    )
 
 
 def test_answer_is_cited_verified_and_timed(corpus_env, models):
-    out = ask("How do I install the service?")
+    out = ask(models, "How do I install the service?")
     assert out["abstained"] is False
     assert out["answer"] == "Run make demo to install the service [1]."
     assert out["citations"][0]["source"] == "docs/install.md"
@@ -28,6 +32,7 @@ def test_answer_is_cited_verified_and_timed(corpus_env, models):
     assert out["queries"] == ["How do I install the service?"]
     assert models.chats["query"].calls == []  # first turn, one query: no rephrasing call
     assert set(out["timings"]) == {
+        "start_question",
         "generate_queries",
         "retrieve",
         "generate_answer",
@@ -38,7 +43,7 @@ def test_answer_is_cited_verified_and_timed(corpus_env, models):
 
 
 def test_verifier_reads_only_the_cited_passages_and_the_question_answer_pair(corpus_env, models):
-    ask("How do I install the service?", {"k": 3, "distance_threshold": 2.0})
+    ask(models, "How do I install the service?", {"k": 3, "distance_threshold": 2.0})
     gen, ver = models.chats["generator"].calls[0], models.chats["verifier"].calls[0]
     assert "[1] (" in gen[0].text and "[2] (" in gen[0].text
     assert "[1] (" in ver[0].text and "[2] (" not in ver[0].text
@@ -56,7 +61,7 @@ def test_the_verifier_context_keeps_the_answers_passage_numbers():
 
 def test_follow_up_is_rephrased_from_history(corpus_env, models):
     history = [HumanMessage("How do I enable tracing?"), AIMessage("Set LANGFUSE_PUBLIC_KEY [1].")]
-    out = ask("and how do I turn it off?", messages=history)
+    out = ask(models, "and how do I turn it off?", messages=history)
     assert out["queries"] == ["How do I turn off tracing in Langfuse?"]
     call = models.chats["query"].calls[0]
     assert call[0].text == prompts.REPHRASE.text
@@ -67,12 +72,12 @@ def test_follow_up_is_rephrased_from_history(corpus_env, models):
 
 
 def test_multi_query_adds_alternatives(corpus_env, models):
-    out = ask("How do I install the service?", {"multi_query": 3})
+    out = ask(models, "How do I install the service?", {"multi_query": 3})
     assert out["queries"] == ["How do I install the service?", "install steps", "setup guide"]
 
 
 def test_no_passage_within_threshold_abstains_without_generating(corpus_env, models):
-    out = ask("How do I install the service?", {"distance_threshold": 0.0})
+    out = ask(models, "How do I install the service?", {"distance_threshold": 0.0})
     assert out["abstained"] is True
     assert "beyond the threshold 0.0" in out["answer"]
     assert out["retrieval"]["over_threshold"] > 0 and out["retrieval"]["dropped"]
@@ -82,7 +87,7 @@ def test_no_passage_within_threshold_abstains_without_generating(corpus_env, mod
 
 def test_model_saying_not_found_abstains(corpus_env, models):
     models.answer = prompts.NOT_FOUND
-    out = ask("What is the capital of France?")
+    out = ask(models, "What is the capital of France?")
     assert out["abstained"] is True and out["answer"] == prompts.ABSTAIN_NOT_FOUND
     assert models.chats["verifier"].calls == []
 
@@ -90,7 +95,7 @@ def test_model_saying_not_found_abstains(corpus_env, models):
 def test_unsupported_answer_is_regenerated_with_feedback(corpus_env, models):
     models.answer = ["Install with pip [1].", "Run make demo to install the service [1]."]
     models.confidence = [0.1, 0.9]
-    out = ask("How do I install the service?")
+    out = ask(models, "How do I install the service?")
     assert out["verdict"]["grounded"] is True
     assert len(models.chats["generator"].calls) == 2
     retry_prompt = models.chats["generator"].calls[1][-1].text
@@ -101,7 +106,9 @@ def test_unsupported_answer_is_regenerated_with_feedback(corpus_env, models):
 @pytest.mark.parametrize(("policy", "abstained"), [("return", False), ("abstain", True)])
 def test_loop_cap_then_policy(corpus_env, models, policy, abstained):
     models.confidence = 0.1
-    out = ask("How do I install the service?", {"max_regenerations": 1, "on_unverified": policy})
+    out = ask(
+        models, "How do I install the service?", {"max_regenerations": 1, "on_unverified": policy}
+    )
     assert len(models.chats["generator"].calls) == 2  # first answer + 1 regeneration
     assert out["verdict"]["grounded"] is False
     assert out["abstained"] is abstained
@@ -112,20 +119,20 @@ def test_loop_cap_then_policy(corpus_env, models, policy, abstained):
 
 def test_no_regeneration_when_cap_is_zero(corpus_env, models):
     models.confidence = 0.1
-    ask("How do I install the service?", {"max_regenerations": 0})
+    ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert len(models.chats["generator"].calls) == 1
 
 
 def test_citations_to_missing_passages_are_dropped(corpus_env, models):
     models.answer = "Run make demo to install the service [1][9]."
-    out = ask("How do I install the service?", {"k": 2})
+    out = ask(models, "How do I install the service?", {"k": 2})
     assert out["answer"] == "Run make demo to install the service [1]."
     assert [c["n"] for c in out["citations"]] == [1]
 
 
 def test_citations_are_numbered_from_one_in_reading_order(corpus_env, models):
     models.answer = "Run make demo [2]. It takes 99 minutes [2]. See the docs [1]."
-    out = ask("How do I install the service?", {"k": 2, "max_regenerations": 0})
+    out = ask(models, "How do I install the service?", {"k": 2, "max_regenerations": 0})
     assert out["answer"] == "Run make demo [1]. It takes 99 minutes [1]. See the docs [2]."
     assert [c["n"] for c in out["citations"]] == [1, 2]
     assert out["verdict"]["unsupported"] == ["It takes 99 minutes [1]."]  # as shown
@@ -136,14 +143,14 @@ def test_citations_are_numbered_from_one_in_reading_order(corpus_env, models):
 
 def test_literal_check_catches_an_invented_number(corpus_env, models):
     models.answer = "The first install takes 12 minutes [1]."
-    out = ask("How long does the install take?", {"max_regenerations": 0})
+    out = ask(models, "How long does the install take?", {"max_regenerations": 0})
     assert out["verdict"]["grounded"] is False
     assert out["verdict"]["missing"] == {"The first install takes 12 minutes [1].": ["12"]}
 
 
 def test_regeneration_is_told_which_literals_are_missing(corpus_env, models):
     models.answer = ["The first install takes 12 minutes [1].", "Run make demo [1]."]
-    out = ask("How long does the install take?", {"max_regenerations": 1})
+    out = ask(models, "How long does the install take?", {"max_regenerations": 1})
     retry_prompt = models.chats["generator"].calls[1][-1].text
     assert "takes 12 minutes [1]. (not in the passages it cites: 12)" in retry_prompt
     assert out["verdict"]["grounded"] is True
@@ -152,7 +159,7 @@ def test_regeneration_is_told_which_literals_are_missing(corpus_env, models):
 def test_a_regeneration_that_scores_lower_is_not_shown(corpus_env, models):
     models.answer = ["Run make demo to install the service [1].", "Use the installer [1]."]
     models.confidence = [0.5, 0.2]  # both below the threshold; the first was closer
-    out = ask("How do I install the service?", {"max_regenerations": 1})
+    out = ask(models, "How do I install the service?", {"max_regenerations": 1})
     assert out["attempts"] == 2 and out["outcome"] == "not_verified"
     assert out["answer"] == "Run make demo to install the service [1]."
     assert out["verdict"]["confidence"] == 0.5
@@ -162,7 +169,7 @@ def test_feedback_notes_copied_into_an_answer_are_removed(corpus_env, models):
     first = "Run make demo to install the service [1]."
     models.answer = [first, first + prompts.NOT_CONFIRMED_NOTE]  # as the 1.5B model does
     models.confidence = [0.3, 0.9]
-    out = ask("How do I install the service?", {"max_regenerations": 1})
+    out = ask(models, "How do I install the service?", {"max_regenerations": 1})
     assert out["answer"] == first and out["outcome"] == "verified"
     note = prompts.NOT_SUPPORTED_NOTE.format(missing="12, RAG_K")
     assert prompts.without_notes(f"It takes 12 minutes{note}. Set RAG_K [1]{note}.") == (
@@ -172,7 +179,7 @@ def test_feedback_notes_copied_into_an_answer_are_removed(corpus_env, models):
 
 def test_a_verifier_without_logprobs_is_reported_not_fatal(corpus_env, models):
     models.no_logprobs()
-    out = ask("How do I install the service?", {"llm_max_retries": 1})
+    out = ask(models, "How do I install the service?", {"llm_max_retries": 1})
     assert out["verdict"]["grounded"] is False
     assert "verifier failed" in out["verdict"]["error"]
     assert out["answer"].startswith("Run make demo")
@@ -182,6 +189,7 @@ def test_a_verifier_without_logprobs_is_reported_not_fatal(corpus_env, models):
 def test_llm_rerank_reorders_and_cuts(corpus_env, models):
     models.grades = {"Turning it off": 3, "verifier is": 1}
     ask(
+        models,
         "How do I install the service?",
         {"rerank": "llm", "k": 3, "rerank_keep": 2, "distance_threshold": 2.0},
     )
@@ -191,7 +199,7 @@ def test_llm_rerank_reorders_and_cuts(corpus_env, models):
 
 
 def test_window_strategy_merges_neighbours(corpus_env, models):
-    out = ask("How do I turn tracing off?", {"retrieval_strategy": "window", "k": 1})
+    out = ask(models, "How do I turn tracing off?", {"retrieval_strategy": "window", "k": 1})
     context = models.chats["generator"].calls[0][0].text
     assert "Set LANGFUSE_PUBLIC_KEY" in context and "Unset the keys" in context
     assert out["retrieval"]["strategy"] == "window"
@@ -200,12 +208,12 @@ def test_window_strategy_merges_neighbours(corpus_env, models):
 @pytest.mark.parametrize("question", ["", "   ", None, "x" * 3000])
 def test_bad_questions_are_rejected(corpus_env, models, question):
     with pytest.raises(ValueError, match="question"):
-        ask(question)
+        ask(models, question)
 
 
 def test_unknown_collection_is_a_clear_error(corpus_env, models):
     with pytest.raises(ConfigError, match="unknown collection 'nope'"):
-        ask("How do I install?", collection="nope")
+        ask(models, "How do I install?", collection="nope")
 
 
 def test_state_resets_between_questions_on_a_thread(corpus_env, models):
@@ -214,8 +222,10 @@ def test_state_resets_between_questions_on_a_thread(corpus_env, models):
     app = build_graph(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}}
     models.confidence = [0.1, 0.1, 0.9]
-    first = app.invoke({"question": "How do I install the service?"}, config)
-    second = app.invoke({"question": "How do I turn tracing off?"}, config)
+    first = app.invoke(
+        {"question": "How do I install the service?"}, config, context=models.services
+    )
+    second = app.invoke({"question": "How do I turn tracing off?"}, config, context=models.services)
     assert first["verdict"]["grounded"] is False and second["verdict"]["grounded"] is True
     assert second["timings"]["generate_answer"] < 5
     assert len(app.get_state(config).values["messages"]) == 4
@@ -224,14 +234,14 @@ def test_state_resets_between_questions_on_a_thread(corpus_env, models):
 
 def test_querying_with_another_embedding_model_is_refused(corpus_env, models):
     with pytest.raises(ConfigError, match="was embedded with 'local'"):
-        ask("How do I install?", {"embedding_model": "openai:other@http://127.0.0.1:9/v1"})
+        ask(models, "How do I install?", {"embedding_model": "openai:other@http://127.0.0.1:9/v1"})
 
 
 def test_short_answer_style_uses_its_own_prompt_and_the_verifier_sees_the_question(
     corpus_env, models
 ):
     models.answer = "make demo [1]"
-    out = ask("How do I install the service?", {"answer_style": "short"})
+    out = ask(models, "How do I install the service?", {"answer_style": "short"})
     assert out["answer"] == "make demo [1]" and out["verdict"]["grounded"] is True
     assert "shortest exact phrase" in models.chats["generator"].calls[0][-1].text
     assert "Question: How do I install the service?" in models.chats["verifier"].calls[0][-1].text
@@ -239,7 +249,7 @@ def test_short_answer_style_uses_its_own_prompt_and_the_verifier_sees_the_questi
 
 def test_citation_markers_alone_are_regenerated_unverified(corpus_env, models):
     models.answer = ["[1]\n[2]", "Run make demo to install the service [1]."]
-    out = ask("How do I install the service?", {"max_regenerations": 1})
+    out = ask(models, "How do I install the service?", {"max_regenerations": 1})
     assert len(models.chats["generator"].calls) == 2
     assert prompts.NO_STATEMENT in models.chats["generator"].calls[1][-1].text
     assert len(models.chats["verifier"].calls) == 1  # only the second answer had statements
@@ -249,7 +259,7 @@ def test_citation_markers_alone_are_regenerated_unverified(corpus_env, models):
 
 def test_an_uncited_statement_is_not_verified_and_the_model_is_not_asked(corpus_env, models):
     models.answer = "Run make demo to install the service.\n\nIt takes 4 minutes [1]."
-    out = ask("How do I install the service?", {"max_regenerations": 0})
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["outcome"] == "not_verified" and out["verdict"]["confidence"] == 0.0
     assert out["verdict"]["missing"] == {
         "Run make demo to install the service.": ["cites no passage"]
@@ -259,10 +269,10 @@ def test_an_uncited_statement_is_not_verified_and_the_model_is_not_asked(corpus_
 
 def test_a_citation_closing_a_paragraph_covers_the_sentences_before_it(corpus_env, models):
     models.answer = "Run make demo to install the service. It builds the index [1]."
-    out = ask("How do I install the service?", {"max_regenerations": 0})
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["verdict"]["unsupported"] == [] and out["outcome"] == "verified"
     models.answer = "Run `make setup` to install the service. It builds the index [1]."
-    out = ask("How do I install the service?", {"max_regenerations": 0})
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["outcome"] == "not_verified", out["verdict"]  # still checked against [1]
     assert list(out["verdict"]["missing"]) == ["Run `make setup` to install the service."]
 
@@ -270,7 +280,9 @@ def test_a_citation_closing_a_paragraph_covers_the_sentences_before_it(corpus_en
 @pytest.mark.parametrize(("threshold", "outcome"), [(0.95, "not_verified"), (0.85, "verified")])
 def test_verify_threshold_decides_the_label(corpus_env, models, threshold, outcome):
     out = ask(
-        "How do I install the service?", {"verify_threshold": threshold, "max_regenerations": 0}
+        models,
+        "How do I install the service?",
+        {"verify_threshold": threshold, "max_regenerations": 0},
     )
     assert out["outcome"] == outcome and out["verdict"]["threshold"] == threshold
     assert out["answer"].startswith("Run make demo")  # not verified is shown, marked

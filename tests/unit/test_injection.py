@@ -136,8 +136,6 @@ def test_local_model_messages_never_carry_template_tokens():
 
 @pytest.fixture
 def hostile_env(tmp_path, monkeypatch):
-    from graph import nodes
-
     root = tmp_path / "docs"
     root.mkdir()
     for name, text in HOSTILE.items():
@@ -147,7 +145,6 @@ def hostile_env(tmp_path, monkeypatch):
     col = Collection(settings, "docs", create=True)
     options = IngestOptions(partition=PartitionOptions("structure", 200, 0))
     Ingestor(settings, col, EMB, options, progress=False).run([root])
-    monkeypatch.setattr(nodes, "embedder", lambda s: EMB)
     return settings
 
 
@@ -167,7 +164,9 @@ def test_planted_instructions_change_neither_answer_nor_verdict(hostile_env, mod
         {"yes": 0.99, "no": 0.01} if _obeys_planted_text(m) else {"yes": 0.1, "no": 0.9}
     )
     out = build_graph().invoke(
-        {"question": "How do I install the service?"}, config_for(k=4, max_regenerations=0)
+        {"question": "How do I install the service?"},
+        config_for(k=4, max_regenerations=0),
+        context=models.services,
     )
     assert models.chats["generator"].calls[0][0].text.count("\n<passage>\n") == 4  # all seen
     assert "PWNED" not in out["answer"]
@@ -184,7 +183,9 @@ def test_an_answer_that_obeys_a_passage_is_withheld(hostile_env, models):
 
     models.chats["generator"].respond = obey
     out = build_graph().invoke(
-        {"question": "How do I install the service?"}, config_for(k=4, max_regenerations=0)
+        {"question": "How do I install the service?"},
+        config_for(k=4, max_regenerations=0),
+        context=models.services,
     )
     assert out["verdict"]["obeyed_passage"] is True
     assert out["outcome"] == "abstained" and out["answer"] == prompts.ABSTAIN_OBEYED

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from graph import build_graph, config_for, nodes, prompts
+from graph import build_graph, config_for, prompts
+from graph.services import Services
+from tests.unit.conftest import EMB
 from tools.errors import LLMTimeoutError, ModelError
 from tools.resilient import ResilientEmbeddings, with_retries
 
@@ -13,8 +15,10 @@ class APITimeoutError(Exception):
     """Named like openai's: recognised as a timeout by its name, as the SDK's is."""
 
 
-def ask(question="How do I install the service?", **config):
-    return build_graph().invoke({"question": question}, config_for(**config))
+def ask(models, question="How do I install the service?", **config):
+    return build_graph().invoke(
+        {"question": question}, config_for(**config), context=models.services
+    )
 
 
 def raising(exc):
@@ -45,7 +49,7 @@ def test_generator_fault_is_a_typed_error_after_bounded_retries(
     corpus_env, models, respond, kind, calls
 ):
     models.chats["generator"].respond = respond
-    out = ask(llm_max_retries=2)
+    out = ask(models, llm_max_retries=2)
     assert out["error"]["type"] == kind and out["error"]["stage"] == "generate_answer"
     assert out["abstained"] is True and out["answer"].startswith("No answer: the generate_answer")
     assert out["citations"] == [] and out["verdict"] == {}
@@ -56,7 +60,7 @@ def test_generator_fault_is_a_typed_error_after_bounded_retries(
 def test_a_reply_after_a_failure_is_used(corpus_env, models):
     replies = iter(["", "Run make demo to install the service [1]."])
     models.chats["generator"].respond = lambda m: next(replies)
-    out = ask(llm_max_retries=1)
+    out = ask(models, llm_max_retries=1)
     assert out["error"] is None and out["abstained"] is False
     assert out["answer"] == "Run make demo to install the service [1]."
 
@@ -72,7 +76,7 @@ def test_a_reply_after_a_failure_is_used(corpus_env, models):
 )
 def test_verifier_fault_keeps_the_answer_marked_unchecked(corpus_env, models, first_token, kind):
     models.chats["verifier"].first_token = first_token
-    out = ask(llm_max_retries=1)
+    out = ask(models, llm_max_retries=1)
     assert out["error"]["type"] == kind and out["error"]["stage"] == "verify"
     assert out["answer"].startswith("Run make demo") and out["abstained"] is False
     assert out["verdict"]["grounded"] is False and out["verdict"]["confidence"] is None
@@ -88,6 +92,7 @@ def test_failed_rephrasing_falls_back_to_the_question(corpus_env, models):
     out = build_graph().invoke(
         {"question": "How do I install the service?", "messages": history},
         config_for(llm_max_retries=1, multi_query=3),
+        context=models.services,
     )
     assert out["queries"] == ["How do I install the service?"] and out["error"] is None
     assert out["abstained"] is False
@@ -95,7 +100,7 @@ def test_failed_rephrasing_falls_back_to_the_question(corpus_env, models):
 
 def test_failed_llm_rerank_falls_back_to_retrieval_order(corpus_env, models):
     models.chats["query"].respond = lambda m: "garbage"
-    out = ask(rerank="llm", k=2, llm_max_retries=0, distance_threshold=2.0)
+    out = ask(models, rerank="llm", k=2, llm_max_retries=0, distance_threshold=2.0)
     assert out["retrieval"]["rerank_error"]["type"] == "malformed_output"
     assert out["abstained"] is False and out["error"] is None
 
@@ -119,8 +124,11 @@ def test_embedding_failure_at_question_time_is_typed(
     corpus_env, models, monkeypatch, exc, kind, calls
 ):
     dead = DeadEmbeddings(exc)
-    monkeypatch.setattr(nodes, "embedder", lambda s: ResilientEmbeddings(dead, 1, backoff_s=0))
-    out = ask()
+    models.services = Services(
+        chat=lambda s, role: models.chats[role],
+        embed=lambda s: ResilientEmbeddings(dead, 1, backoff_s=0),
+    )
+    out = ask(models)
     assert out["error"]["type"] == kind and out["error"]["stage"] == "retrieve"
     assert out["abstained"] is True and dead.calls == calls
     assert models.chats["generator"].calls == []
@@ -132,10 +140,11 @@ def test_error_is_reset_by_the_next_question_on_a_thread(corpus_env, models):
     app = build_graph(checkpointer=InMemorySaver())
     config = config_for(thread_id="t", llm_max_retries=0)
     models.chats["generator"].respond = raising(RuntimeError("down"))
-    assert app.invoke({"question": "How do I install the service?"}, config)["error"]
+    question = {"question": "How do I install the service?"}
+    assert app.invoke(question, config, context=models.services)["error"]
     models.chats["generator"].respond = lambda m: "Run make demo to install the service [1]."
     models.rephrased = "How do I install the service?"
-    second = app.invoke({"question": "How do I install the service?"}, config)
+    second = app.invoke(question, config, context=models.services)
     assert second["error"] is None and second["abstained"] is False
 
 
@@ -160,10 +169,10 @@ def test_rag_ask_prints_the_typed_error_and_exits_1(corpus_env, models, capsys):
     from rag_cli.main import main
 
     models.chats["generator"].respond = raising(LLMTimeoutError("no complete answer"))
-    assert main(["ask", "How do I install the service?"]) == 1
+    assert main(["ask", "How do I install the service?"], services=models.services) == 1
     out = capsys.readouterr().out
     assert "error (timeout in generate_answer): no complete answer" in out
-    assert main(["ask", "How do I install the service?", "--json"]) == 1
+    assert main(["ask", "How do I install the service?", "--json"], services=models.services) == 1
     assert '"type": "timeout"' in capsys.readouterr().out
 
 
@@ -176,11 +185,13 @@ def test_an_overflow_says_which_setting_helps():
 def test_a_dead_endpoint_is_one_line_before_any_retrieval(corpus_env, models, capsys):
     from rag_cli.main import main
     from tests.net import free_port
-    from tests.unit.conftest import EMB
 
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     embedded = len(EMB.calls)
-    code = main(["ask", "How do I install?", "--generator-model", f"openai:foo@{url}"])
+    code = main(
+        ["ask", "How do I install?", "--generator-model", f"openai:foo@{url}"],
+        services=models.services,
+    )
     assert code == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -212,9 +223,45 @@ def test_a_failing_endpoint_is_tried_exactly_llm_max_retries_plus_one_times(corp
     threading.Thread(target=drop, daemon=True).start()
     spec = f"openai:m@http://127.0.0.1:{server.getsockname()[1]}/v1"
     try:
-        out = ask(generator_model=spec, llm_max_retries=3, max_regenerations=0)
+        out = build_graph().invoke(
+            {"question": "How do I install the service?"},
+            config_for(generator_model=spec, llm_max_retries=3, max_regenerations=0),
+            context=Services(embed=lambda settings: EMB),  # the product's chat factory
+        )
     finally:
         server.close()
     assert out["error"]["type"] == "model_error" and out["error"]["stage"] == "generate_answer"
     assert "after 4 attempts" in out["error"]["message"]
     assert len(accepted) == 4  # llm_max_retries + 1: no hidden retries in the SDK
+
+
+def test_an_embedding_outage_at_question_time_is_a_typed_retrieve_error(
+    tmp_path, monkeypatch, models
+):
+    """Through the shipped path: the product's question-time embedder (the remote
+    provider wrapped in the one retry layer) against an endpoint that refuses."""
+    from ingest.partition import PartitionOptions
+    from ingest.pipeline import IngestOptions, Ingestor
+    from tests.net import free_port
+    from tests.unit.conftest import PAGES
+    from tools.collection import Collection
+    from tools.config import load_settings
+
+    spec = f"openai:emb@http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RAG_EMBEDDING_MODEL", spec)
+    root = tmp_path / "docs"
+    root.mkdir()
+    for name, text in PAGES.items():
+        (root / name).write_text(text)
+    settings = load_settings()
+    options = IngestOptions(partition=PartitionOptions("structure", 100, 0))
+    Ingestor(settings, Collection(settings, "docs", create=True), EMB, options).run([root])
+    out = build_graph().invoke(
+        {"question": "How do I install the service?"},
+        config_for(llm_max_retries=1),
+        context=Services(chat=lambda s, role: models.chats[role]),  # the real embedder
+    )
+    assert out["error"]["type"] == "model_error" and out["error"]["stage"] == "retrieve"
+    assert "after 2 attempts" in out["error"]["message"]
+    assert out["abstained"] is True and models.chats["generator"].calls == []

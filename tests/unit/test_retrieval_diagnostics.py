@@ -12,12 +12,14 @@ from tools.retrieval import HybridRetriever
 FIELDS = {"chunk_id", "source", "location", "stage", "reason", "score", "distance", "snippet"}
 
 
-def ask(question, config):
-    return build_graph().invoke({"question": question}, config_for(**config))
+def ask(models, question, config):
+    return build_graph().invoke(
+        {"question": question}, config_for(**config), context=models.services
+    )
 
 
 def test_threshold_cuts_are_listed_best_first_with_scores(corpus_env, models):
-    out = ask("How do I install the service?", {"distance_threshold": 0.0})
+    out = ask(models, "How do I install the service?", {"distance_threshold": 0.0})
     dropped = out["retrieval"]["dropped"]
     assert dropped and all(set(d) == FIELDS for d in dropped)
     assert {d["stage"] for d in dropped} == {"threshold"}
@@ -30,7 +32,7 @@ def test_threshold_cuts_are_listed_best_first_with_scores(corpus_env, models):
 
 
 def test_passages_beyond_k_are_listed_as_top_k_cuts(corpus_env, models):
-    out = ask("How do I install the service?", {"k": 1, "distance_threshold": 2.0})
+    out = ask(models, "How do I install the service?", {"k": 1, "distance_threshold": 2.0})
     kept = out["citations"][0]["chunk_id"]
     cuts = [d for d in out["retrieval"]["dropped"] if d["stage"] == "top_k"]
     assert len(cuts) == out["retrieval"]["candidates"] - 1
@@ -41,6 +43,7 @@ def test_passages_beyond_k_are_listed_as_top_k_cuts(corpus_env, models):
 def test_reranker_cuts_are_listed(corpus_env, models):
     models.grades = {"Turning it off": 3, "verifier is": 1}
     out = ask(
+        models,
         "How do I install the service?",
         {"rerank": "llm", "k": 3, "rerank_keep": 2, "distance_threshold": 2.0},
     )

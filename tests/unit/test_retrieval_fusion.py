@@ -65,3 +65,10 @@ def test_keyword_scores_match_search_and_zero_unknown_ids():
     scored = index.scores("apples cherries", ["a", "c", "d", "b", "nope"])
     assert {k: v for k, v in scored.items() if k in ranked} == pytest.approx(ranked)
     assert scored["b"] == 0.0 and scored["nope"] == 0.0
+
+
+def test_every_retriever_setting_has_a_factory_and_back():
+    from tools.config import choices
+    from tools.retrieval import RETRIEVERS
+
+    assert set(RETRIEVERS) == set(choices("retriever"))

@@ -20,15 +20,17 @@ from rag_cli.main import main
 from tools import tracing
 from tools.config import load_settings
 
-NODES = ["generate_queries", "retrieve", "generate_answer", "verify", "finalize"]
+NODES = ["start_question", "generate_queries", "retrieve", "generate_answer", "verify", "finalize"]
 
 
-def _ask(question="How do I install the service?", **configurable):
-    return build_graph().invoke({"question": question}, config_for(**configurable))
+def _ask(models, question="How do I install the service?", **configurable):
+    return build_graph().invoke(
+        {"question": question}, config_for(**configurable), context=models.services
+    )
 
 
 def test_local_sink_records_one_trace_with_a_span_per_node(corpus_env, models, capsys):
-    out = _ask(tracing="local", user_id="ana")
+    out = _ask(models, tracing="local", user_id="ana")
     assert out["trace_id"] and len(out["trace_id"]) == 32
     tracing.flush()
     settings = load_settings({"tracing": "local"})
@@ -70,7 +72,9 @@ def test_follow_up_rephrasing_is_traced_too(corpus_env, models):
 
     history = [HumanMessage("How do I enable tracing?"), AIMessage("Set the keys [1].")]
     out = build_graph().invoke(
-        {"question": "and off?", "messages": history}, config_for(tracing="local")
+        {"question": "and off?", "messages": history},
+        config_for(tracing="local"),
+        context=models.services,
     )
     tracing.flush()
     settings = load_settings({"tracing": "local"})
@@ -137,7 +141,7 @@ def test_wire_format_auth_spans_and_scores(corpus_env, models, langfuse_env):
     server = Recorder()
     langfuse_env(server.url)
     try:
-        out = _ask()
+        out = _ask(models)
         tracing.flush()
         time.sleep(0.5)
     finally:
@@ -160,13 +164,13 @@ def test_bad_tracing_host_never_hurts_answering(
 ):
     monkeypatch.setattr(tracing._ONE_WARNING, "reported", False)
     started = time.perf_counter()
-    baseline = _ask()
+    baseline = _ask(models)
     off_s = time.perf_counter() - started
     server = None if behaviour == "refused" else Recorder(behaviour)
     langfuse_env(server.url if server else "http://127.0.0.1:9")
     try:
         started = time.perf_counter()
-        out = _ask()
+        out = _ask(models)
         on_s = time.perf_counter() - started
         started = time.perf_counter()
         tracing.flush()

@@ -20,7 +20,8 @@ QUESTION = "How do I install the service?"
 
 @pytest.fixture
 def client(corpus_env, models):
-    with TestClient(create_app(corpus_env), base_url="http://127.0.0.1:8124") as client:
+    app = create_app(corpus_env, services=models.services)
+    with TestClient(app, base_url="http://127.0.0.1:8124") as client:
         yield client
 
 
@@ -53,7 +54,14 @@ def test_answer_streams_steps_tokens_then_the_whole_exchange(client, models):
     names = [name for name, _ in result["events"]]
     assert names[0] == "start" and names[-1] == "answer"
     steps = [data["node"] for name, data in result["events"] if name == "step"]
-    assert steps == ["generate_queries", "retrieve", "generate_answer", "verify", "finalize"]
+    assert steps == [
+        "start_question",
+        "generate_queries",
+        "retrieve",
+        "generate_answer",
+        "verify",
+        "finalize",
+    ]
     tokens = "".join(data["text"] for name, data in result["events"] if name == "token")
     assert tokens == models.answer  # the generator's text only: not the verifier's JSON
     ex = result["exchange"]
@@ -172,7 +180,8 @@ def test_flag_stores_the_whole_exchange(client, corpus_env):
 def test_flag_posts_a_trace_score_when_tracing_is_on(corpus_env, models, monkeypatch):
     settings = load_settings({"tracing": "local"})
     monkeypatch.setenv("RAG_TRACING", "local")
-    with TestClient(create_app(settings), base_url="http://127.0.0.1:8124") as client:
+    app = create_app(settings, services=models.services)
+    with TestClient(app, base_url="http://127.0.0.1:8124") as client:
         session = new_session(client)
         ex = ask(client, session)["exchange"]
         assert ex["trace_id"]

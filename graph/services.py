@@ -1,0 +1,154 @@
+"""The models and stores the graph's nodes call, handed to them as LangGraph's runtime
+context.
+
+``graph.invoke(inputs, config, context=Services(...))`` gives a run its services; a run
+without one (the LangGraph server's, or a caller that needs nothing special) uses the
+process's shared ``Services()``. Tests pass fakes the same way, through the
+constructor, so no node imports a model or a store by itself.
+
+The trust boundary is the one of graph/configuration.py: a server request may carry a
+JSON ``context``, but JSON never makes a ``Services`` instance, so ``services_of``
+ignores it and a request cannot swap a model or a store in.
+
+Models are expensive to load and collections hold open database handles, so each is
+built once per process and reused, in bounded caches keyed by what determines it (the
+model spec and the settings its factory reads; the data directory and collection name),
+not by the whole run configuration: a request with ``k=4`` reuses everything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from functools import lru_cache
+from typing import Any, Generic, TypeVar
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langgraph.runtime import Runtime
+
+from tools.collection import Collection, handle_key
+from tools.config import Settings
+from tools.model_spec import parse_model_spec
+from tools.models import Role, chat_key, chat_model, embeddings, embeddings_key
+from tools.rerank import Reranker, make_reranker
+from tools.resilient import ResilientEmbeddings
+from tools.vector_store import StaleStoreError
+
+T = TypeVar("T")
+V = TypeVar("V")
+STALE_ATTEMPTS = 3
+STALE_BACKOFF_S = 0.1
+MODELS_KEPT = 8  # distinct chat models (role specs x settings) held at once
+COLLECTIONS_KEPT = 32  # open collection handles
+
+
+class _Bounded(Generic[V]):
+    """A small thread-safe LRU map: the least recently used entry goes when it is full.
+    A handle that goes is left to runs still using it (garbage collection closes it)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
+        self.lock = threading.RLock()
+
+    def get(self, key: Hashable, build: Callable[[], V], *, stale: bool = False) -> V:
+        with self.lock:
+            if key in self._items and not stale:
+                self._items.move_to_end(key)
+                return self._items[key]
+            value = build()
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+            return value
+
+    def peek(self, key: Hashable) -> V | None:
+        with self.lock:
+            return self._items.get(key)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def question_embeddings(settings: Settings) -> Embeddings:
+    """Question-time embeddings: a remote provider retries with backoff and fails as a
+    typed ModelError, so an outage is the answer's ``error.stage = retrieve``, not a crash
+    (ingestion has its own retry around whole batches: one layer on each path)."""
+    model = embeddings(settings)
+    if parse_model_spec(settings.embedding_model, kind="embedding").provider == "local":
+        return model
+    return ResilientEmbeddings(model, settings.llm_max_retries)
+
+
+class Services:
+    """What the nodes call. ``chat`` and ``embed`` build a model from settings (the
+    product's factories by default; a test passes its fakes)."""
+
+    def __init__(
+        self,
+        chat: Callable[[Settings, Role], BaseChatModel] = chat_model,
+        embed: Callable[[Settings], Embeddings] = question_embeddings,
+    ) -> None:
+        self._chat = chat
+        self._embed = embed
+        self._models: _Bounded[Any] = _Bounded(MODELS_KEPT)
+        self._collections: _Bounded[Collection] = _Bounded(COLLECTIONS_KEPT)
+
+    def llm(self, settings: Settings, role: Role) -> BaseChatModel:
+        return self._models.get(chat_key(settings, role), lambda: self._chat(settings, role))
+
+    def embedder(self, settings: Settings) -> Embeddings:
+        return self._models.get(embeddings_key(settings), lambda: self._embed(settings))
+
+    def reranker(self, settings: Settings) -> Reranker | None:
+        query_model = self.llm(settings, "query") if settings.rerank == "llm" else None
+        return make_reranker(settings, query_model)
+
+    def collection(self, settings: Settings, name: str, *, reopen: bool = False) -> Collection:
+        """The process's handle on a collection, opened again when it is outdated: a
+        ``rag ingest`` (or ``--rebuild``) in another process while this one serves."""
+        key = handle_key(settings, name)
+        with self._collections.lock:
+            current = self._collections.peek(key)
+            stale = current is None or reopen or current.outdated()
+            return self._collections.get(
+                key,
+                lambda: Collection(settings, name, fresh_store=current is not None),
+                stale=stale,
+            )
+
+    def read_collection(self, settings: Settings, name: str, read: Callable[[Collection], T]) -> T:
+        """``read(collection)``, repeated on a reopened collection when another Chroma
+        system deleted vectors during the read (a commit by another process between our
+        check and our search)."""
+        for attempt in range(STALE_ATTEMPTS):
+            try:
+                return read(self.collection(settings, name, reopen=attempt > 0))
+            except StaleStoreError as exc:
+                if attempt + 1 == STALE_ATTEMPTS:
+                    raise StaleStoreError(
+                        f"{exc}; another process kept changing the collection while "
+                        f"{STALE_ATTEMPTS} reads ran: ask again when its ingestion is done"
+                    ) from exc
+                time.sleep(STALE_BACKOFF_S * 2**attempt)  # let the other finish a commit
+        raise AssertionError("unreachable")
+
+
+@lru_cache(maxsize=1)
+def shared_services() -> Services:
+    """The process's services, for runs given none."""
+    return Services()
+
+
+def or_shared(services: Services | None) -> Services:
+    """An entry point's services: the caller's (a test's fakes), else the process's."""
+    return services if services is not None else shared_services()
+
+
+def services_of(runtime: Runtime[Any] | None) -> Services:
+    context = runtime.context if runtime is not None else None
+    return or_shared(context if isinstance(context, Services) else None)
