@@ -11,8 +11,9 @@ Labelled items (question, passages, answer, right/wrong, category) from two sour
   merged facts, wrong citation).
 
 Splits are fixed by hashing a group id (the SQuAD article, the docs pair) with a seed, so
-an article or a pair never lands in both; tune ``verify_threshold`` on ``dev`` and
-report on ``test``, never the reverse.
+an article or a pair never lands in both; tune ``verify_threshold`` and
+``verify_threshold_phrase`` (one threshold per answer form, graph.verification.answer_form)
+on ``dev`` and report on ``test``, never the reverse.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evaluation.datasets import DatasetError, read_jsonl
+from graph.verification import answer_form
 
 DOCS_ITEMS = Path(__file__).parent / "data" / "verifier_docs.jsonl"
 SPLITS = ("dev", "test")
@@ -199,11 +201,15 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return round(wins / (len(pos) * len(neg)), 4)
 
 
-def classify(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
+Thresholds = dict[str, float]  # per answer form: {"sentence": ..., "phrase": ...}
+FORMS = ("sentence", "phrase")
+
+
+def classify(records: Sequence[dict[str, Any]], thresholds: Thresholds) -> dict[str, Any]:
     """Precision and recall of the verified label, accuracy, AUC, confusion matrix."""
     tp = fp = fn = tn = 0
     for r in records:
-        verified = r["confidence"] is not None and r["confidence"] >= threshold
+        verified = r["confidence"] is not None and r["confidence"] >= thresholds[r["form"]]
         if verified and r["right"]:
             tp += 1
         elif verified:
@@ -230,15 +236,16 @@ def classify(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, A
     }
 
 
-def report(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
-    """Overall, per source and per category."""
+def report(records: Sequence[dict[str, Any]], thresholds: Thresholds) -> dict[str, Any]:
+    """Overall, per source, per answer form and per category."""
     groups: dict[str, list[dict[str, Any]]] = {"all": list(records)}
     for r in records:
         groups.setdefault(r["source"], []).append(r)
+        groups.setdefault(f"{r['source']}/{r['form']}", []).append(r)
         groups.setdefault(f"{r['source']}/{r['category']}", []).append(r)
     return {
-        "threshold": threshold,
-        "groups": {k: classify(v, threshold) for k, v in groups.items()},
+        "thresholds": thresholds,
+        "groups": {k: classify(v, thresholds) for k, v in groups.items()},
     }
 
 
@@ -248,21 +255,29 @@ def report(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any
 TARGETS = {"docs": 0.95, "squad": 0.85}
 
 
-def choose_threshold(
+def choose_thresholds(
     records: Sequence[dict[str, Any]], targets: dict[str, float] = TARGETS
-) -> float:
-    """The lowest threshold whose verified precision reaches its target on every source,
-    so the most right answers stay verified at that precision; 1.0 if none does."""
-    candidates = sorted({r["confidence"] for r in records if r["confidence"] is not None})
-    for t in candidates:
-        ok = True
-        for source, target in targets.items():
-            mine = [r for r in records if r["source"] == source]
-            precision = classify(mine, t)["precision"]
-            ok = ok and (precision is None or precision >= target)
-        if ok:
-            return t
-    return 1.0
+) -> Thresholds:
+    """Per answer form, the lowest threshold whose verified precision reaches its target
+    on every source, so the most right answers stay verified at that precision; 1.0 if
+    none does. The lowest such threshold has no margin: a default should sit above it."""
+    chosen: Thresholds = {}
+    for form in FORMS:
+        mine = [r for r in records if r["form"] == form]
+        candidates = sorted({r["confidence"] for r in mine if r["confidence"] is not None})
+        chosen[form] = next((t for t in candidates if _meets(mine, form, t, targets)), 1.0)
+    return chosen
+
+
+def _meets(
+    records: Sequence[dict[str, Any]], form: str, t: float, targets: dict[str, float]
+) -> bool:
+    for source, target in targets.items():
+        mine = [r for r in records if r["source"] == source]
+        precision = classify(mine, {form: t})["precision"]
+        if precision is not None and precision < target:
+            return False
+    return True
 
 
 def run(
@@ -278,6 +293,7 @@ def run(
         record = {
             **{k: v for k, v in asdict(item).items() if k not in ("passages",)},
             "confidence": verdict.get("confidence"),
+            "form": verdict.get("form") or answer_form(item.question, item.answer),
             "unsupported": verdict.get("unsupported", []),
             "error": verdict.get("error"),
         }
@@ -288,8 +304,9 @@ def run(
 
 
 def markdown(result: dict[str, Any]) -> str:
+    thresholds = result["thresholds"]
     lines = [
-        f"threshold {result['threshold']}",
+        "thresholds: " + ", ".join(f"{form} {thresholds[form]}" for form in FORMS),
         "",
         "| group | items | right | precision | recall | accuracy | AUC | verified wrong |",
         "|---|---|---|---|---|---|---|---|",

@@ -257,6 +257,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
             state["draft"],
             state["passages"],
             threshold=settings.verify_threshold,
+            phrase_threshold=settings.verify_threshold_phrase,
             retries=settings.llm_max_retries,
             config=config,
         )

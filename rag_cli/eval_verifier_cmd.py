@@ -26,8 +26,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "on the benchmark's items of one split (docs_corpus pairs, plus SQuAD 2.0 with "
         "--squad) and reports precision and recall of the verified label, accuracy, ROC AUC "
         "of the confidence and the confusion matrix, overall, per source and per category. "
-        "--calibrate (dev split only) prints the lowest threshold reaching the precision "
-        "targets (evaluation.verifier.TARGETS: docs 95%%, SQuAD 85%%).",
+        "--calibrate (dev split only) prints, per answer form (sentence, phrase), the lowest "
+        "threshold reaching the precision targets (evaluation.verifier.TARGETS: docs 95%%, "
+        "SQuAD 85%%).",
     )
     parser.add_argument("--split", choices=bench.SPLITS, default="dev")
     parser.add_argument(
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="split and sample seed")
     parser.add_argument("--limit", type=int, help="only the first N items (a quick look)")
     parser.add_argument("--threshold", type=float, help="default: verify_threshold")
+    parser.add_argument("--phrase-threshold", type=float, help="default: verify_threshold_phrase")
     parser.add_argument("--calibrate", action="store_true", help="choose a threshold (dev)")
     parser.add_argument("--out", metavar="FILE", help="write every item's record (JSON)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -66,6 +68,7 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
                 item.answer,
                 _passages(item),
                 threshold=settings.verify_threshold,
+                phrase_threshold=settings.verify_threshold_phrase,
                 retries=settings.llm_max_retries,
             )
         except ModelError as exc:  # counted as not verified, and shown
@@ -80,10 +83,15 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
         )
 
     records = bench.run(items, check, progress=progress)
-    threshold = settings.verify_threshold if args.threshold is None else args.threshold
+    thresholds = {
+        "sentence": settings.verify_threshold if args.threshold is None else args.threshold,
+        "phrase": settings.verify_threshold_phrase
+        if args.phrase_threshold is None
+        else args.phrase_threshold,
+    }
     if args.calibrate:
-        threshold = bench.choose_threshold(records)
-    result = {"split": args.split, "seed": args.seed, **bench.report(records, threshold)}
+        thresholds = bench.choose_thresholds(records)
+    result = {"split": args.split, "seed": args.seed, **bench.report(records, thresholds)}
     if args.out:
         Path(args.out).write_text(json.dumps({**result, "records": records}, indent=1))
     print(json.dumps(result, indent=1) if args.json else bench.markdown(result))

@@ -12,8 +12,17 @@ from evaluation.squad import SQUAD_DEV
 from rag_cli.main import main
 
 
-def rec(source, right, confidence, category="c"):
-    return {"source": source, "category": category, "right": right, "confidence": confidence}
+def rec(source, right, confidence, category="c", form="sentence"):
+    return {
+        "source": source,
+        "category": category,
+        "right": right,
+        "confidence": confidence,
+        "form": form,
+    }
+
+
+BOTH = {"sentence": 0.6, "phrase": 0.6}
 
 
 def test_classify_counts_the_confusion_matrix_and_auc():
@@ -23,7 +32,7 @@ def test_classify_counts_the_confusion_matrix_and_auc():
         rec("docs", True, 0.4),
         rec("docs", False, None),
     ]
-    c = bench.classify(records, 0.6)
+    c = bench.classify(records, BOTH)
     assert c["confusion"] == {
         "verified_right": 1,
         "verified_wrong": 1,
@@ -36,22 +45,39 @@ def test_classify_counts_the_confusion_matrix_and_auc():
     assert bench.roc_auc([0.3], [True]) is None
 
 
-def test_threshold_is_the_lowest_reaching_every_sources_target():
+def test_threshold_is_the_lowest_reaching_every_sources_target_per_answer_form():
     records = [
         rec("docs", True, 0.9),
         rec("docs", False, 0.6),
         rec("docs", True, 0.7),
         rec("squad", True, 0.8),
         rec("squad", False, 0.65),
+        rec("squad", True, 0.95, form="phrase"),
+        rec("squad", False, 0.9, form="phrase"),
     ]
-    assert bench.choose_threshold(records, {"docs": 0.95, "squad": 0.85}) == 0.7
-    assert bench.choose_threshold([rec("docs", False, 0.9)], {"docs": 0.95}) == 1.0
+    targets = {"docs": 0.95, "squad": 0.85}
+    assert bench.choose_thresholds(records, targets) == {"sentence": 0.7, "phrase": 0.95}
+    assert bench.choose_thresholds([rec("docs", False, 0.9)], {"docs": 0.95}) == {
+        "sentence": 1.0,
+        "phrase": 1.0,
+    }
+    # the phrase threshold labels a phrase, the sentence threshold a sentence
+    split = {"sentence": 0.5, "phrase": 0.92}
+    assert bench.classify(records, split)["confusion"]["verified_wrong"] == 2
 
 
 def test_report_groups_by_source_and_category():
     records = [rec("docs", True, 0.9, "flag"), rec("squad", False, 0.9, "same_type_span")]
-    groups = bench.report(records, 0.5)["groups"]
-    assert set(groups) == {"all", "docs", "squad", "docs/flag", "squad/same_type_span"}
+    groups = bench.report(records, BOTH)["groups"]
+    assert set(groups) == {
+        "all",
+        "docs",
+        "squad",
+        "docs/sentence",
+        "squad/sentence",
+        "docs/flag",
+        "squad/same_type_span",
+    }
     assert groups["squad"]["confusion"]["verified_wrong"] == 1
 
 

@@ -286,3 +286,14 @@ def test_verify_threshold_decides_the_label(corpus_env, models, threshold, outco
     )
     assert out["outcome"] == outcome and out["verdict"]["threshold"] == threshold
     assert out["answer"].startswith("Run make demo")  # not verified is shown, marked
+
+
+def test_a_bare_phrase_needs_the_phrase_threshold(corpus_env, models):
+    models.confidence = 0.66  # above verify_threshold (0.62), below the phrase one (0.70)
+    models.answer = "Run make demo to install the service [1]."
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    assert out["verdict"]["form"] == "sentence" and out["outcome"] == "verified"
+    models.answer = "make demo [1]"  # repeats none of the question's words
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    assert out["verdict"]["form"] == "phrase" and out["verdict"]["threshold"] == 0.7
+    assert out["outcome"] == "not_verified"
