@@ -25,6 +25,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from graph import build_graph, config_for, prompts
 from graph.context import context_message
+from graph.graph import DIRECT_PATH
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.collection import Collection
 from tools.config import load_settings
@@ -121,14 +122,7 @@ def main() -> None:
         "graph_over_chain": round(sum(graph_runs) / sum(chain_runs), 3),
         "median_node_s": {
             node: round(statistics.median(r.get(node, 0.0) for r in per_node), 2)
-            for node in (
-                "start_question",
-                "generate_queries",
-                "retrieve",
-                "generate_answer",
-                "verify",
-                "finalize",
-            )
+            for node in DIRECT_PATH
         },
         "outcomes": [r["outcome"] for r in per_node],
         "answers_generated": [r["attempts"] for r in per_node],

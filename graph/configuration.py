@@ -23,10 +23,14 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from graph.state import InputState
 from tools.config import ConfigError, Settings, load_settings, request_overrides
 
 SETTINGS_KEY = "rag_settings"
-PER_QUESTION_FIELDS = ("collection", "k", "rerank")
+# what an input may set for one question: InputState's fields beyond the question itself
+PER_QUESTION_FIELDS = tuple(
+    k for k in InputState.__annotations__ if k not in ("question", "messages")
+)
 
 
 @lru_cache(maxsize=8)

@@ -25,17 +25,24 @@ from tools import tracing
 from tools.config import Settings, load_settings
 
 GENERATOR_NODE = "generate_answer"  # the node whose tokens are the answer: what clients stream
+# Every node by name, in the order a question runs through them.
+NODES = {
+    "start_question": nodes.start_question,  # resets the question's fields
+    "generate_queries": nodes.generate_queries,
+    "retrieve": nodes.retrieve,
+    "rerank": nodes.rerank_passages,  # only with a reranker
+    "generate_answer": nodes.generate_answer,
+    "verify": nodes.verify,
+    "finalize": nodes.finalize,
+}
+# the path of a question answered without a reranker and without a regeneration
+DIRECT_PATH = tuple(name for name in NODES if name != "rerank")
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     builder = StateGraph(State, input_schema=InputState, output_schema=OutputState)
-    builder.add_node("start_question", nodes.start_question)  # resets the question's fields
-    builder.add_node("generate_queries", nodes.generate_queries)
-    builder.add_node("retrieve", nodes.retrieve)
-    builder.add_node("rerank", nodes.rerank_passages)
-    builder.add_node("generate_answer", nodes.generate_answer)
-    builder.add_node("verify", nodes.verify)
-    builder.add_node("finalize", nodes.finalize)
+    for name, node in NODES.items():
+        builder.add_node(name, node)
 
     builder.add_edge(START, "start_question")
     builder.add_edge("start_question", "generate_queries")

@@ -20,12 +20,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tools.config import SPLITTERS
 from tools.documents import Chunk, ExtractedDocument
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-SPLITTERS = ("auto", "structure", "chars", "tokens", "sentences", "lines")
 
 # "auto": formats with a usable outline are split by it; page/row/code formats by lines
 # (their line numbers are what a reader looks up); anything else by structure, which

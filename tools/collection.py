@@ -21,14 +21,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tools.config import ConfigError, Settings
+from tools.config import COLLECTION_NAME, ConfigError, Settings
 from tools.documents import Chunk
 from tools.keyword_index import TOKENIZER_VERSION, KeywordIndex
 from tools.manifest import SCHEMA_VERSION, Manifest
 from tools.vector_store import ChromaChunkStore, chroma_client, drop_vectors, store_started
 
-# the same rule as Settings.collection (Chroma's own name rule, kept short for file names)
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]")
+_NAME = re.compile(COLLECTION_NAME)
 # what an index built by this code records; another value means another format
 VERSIONS = {"schema_version": SCHEMA_VERSION, "tokenizer_version": TOKENIZER_VERSION}
 CHECK_ATTEMPTS = 3  # a concurrent ingestion can commit between the two reads of a check

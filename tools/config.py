@@ -34,6 +34,12 @@ class ConfigError(ValueError):
     """A setting is wrong; the message says which one and what to set instead."""
 
 
+# Chroma's own collection-name rule, kept short for file names (tools/collection.py)
+COLLECTION_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]"
+# the splitter names ingest/partition.py implements ("auto" picks one per document kind)
+SPLITTERS = ("auto", "structure", "chars", "tokens", "sentences", "lines")
+
+
 class Settings(BaseModel):
     """Service settings. Field names map to ``RAG_<NAME>`` env vars and ``rag.toml`` keys."""
 
@@ -65,7 +71,7 @@ class Settings(BaseModel):
 
     collection: str = Field(
         "docs",
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]$",
+        pattern=f"^{COLLECTION_NAME}$",
         description="Default collection name (3-64 chars: letters, digits, . _ -).",
     )
     chroma_host: str = Field(
@@ -217,9 +223,8 @@ class Settings(BaseModel):
     @field_validator("splitter")
     @classmethod
     def _splitter(cls, value: str) -> str:
-        allowed = ("auto", "structure", "chars", "tokens", "sentences", "lines")
-        if value not in allowed:
-            raise ValueError(f"unknown splitter; use one of {', '.join(allowed)}")
+        if value not in SPLITTERS:
+            raise ValueError(f"unknown splitter; use one of {', '.join(SPLITTERS)}")
         return value
 
     @model_validator(mode="after")

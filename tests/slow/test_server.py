@@ -21,6 +21,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from graph.graph import DIRECT_PATH
 from tests.local_service import (
     RAG,
     REPO,
@@ -32,7 +33,7 @@ from tests.local_service import (
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
-NODES = {"start_question", "generate_queries", "retrieve", "generate_answer", "verify", "finalize"}
+NODES = set(DIRECT_PATH)
 
 
 @pytest.fixture(scope="module")

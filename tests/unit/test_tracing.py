@@ -16,11 +16,12 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from graph import build_graph, config_for
+from graph.graph import DIRECT_PATH
 from rag_cli.main import main
 from tools import tracing
 from tools.config import load_settings
 
-NODES = ["start_question", "generate_queries", "retrieve", "generate_answer", "verify", "finalize"]
+NODES = list(DIRECT_PATH)
 
 
 def _ask(models, question="How do I install the service?", **configurable):
