@@ -16,7 +16,7 @@ from pathlib import Path
 
 QrelsMap = dict[str, dict[str, int]]
 # the shared data folder next to the checkout (as bench/bench_ingest.py finds it)
-CACM_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cacm"
+CACM_SOURCE = Path("cacm")  # under the eval_data_dir setting
 
 
 class DatasetError(ValueError):

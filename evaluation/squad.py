@@ -20,7 +20,7 @@ from pathlib import Path
 
 from evaluation.datasets import DatasetError, read_jsonl
 
-SQUAD_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2-dev" / "dev-v2.0.json"
+SQUAD_DEV = Path("squad2-dev") / "dev-v2.0.json"  # under the eval_data_dir setting
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     source.add_argument(
         "--squad",
         nargs="?",
-        const=str(SQUAD_DEV),
+        const="",
         metavar="FILE",
-        help=f"a SQuAD 2.0 JSON file (default: {SQUAD_DEV})",
+        help=f"a SQuAD 2.0 JSON file (default: eval_data_dir/{SQUAD_DEV})",
     )
     source.add_argument("--questions", metavar="FILE", help="JSONL question set")
     parser.add_argument("--collection", help="collection to ask (with --questions)")
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], str, str]:
     if args.collection:
         raise ValueError("--collection goes with --questions; --squad builds its own")
-    path = Path(args.squad)
+    path = Path(args.squad) if args.squad else settings.eval_data_dir / SQUAD_DEV
     answerable = args.limit // 2
     sample = load_squad(
         path, answerable=answerable, unanswerable=args.limit - answerable, seed=args.sample_seed
@@ -82,7 +82,7 @@ def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], 
 def run_answers(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
         raise ValueError("--limit must be at least 1")
-    if args.squad:
+    if args.squad is not None:
         items, collection, dataset = _squad(args, settings)
         style = args.answer_style or "short"
     else:

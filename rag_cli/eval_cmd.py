@@ -101,9 +101,7 @@ def _register_retrieval(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
 def _register_convert_cacm(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = sub.add_parser("convert-cacm", help="write the CACM test collection as a BEIR folder")
     parser.add_argument("out", metavar="OUT_DIR")
-    parser.add_argument(
-        "--source", default=str(CACM_SOURCE), help=f"CACM files (default: {CACM_SOURCE})"
-    )
+    parser.add_argument("--source", help=f"CACM files (default: eval_data_dir/{CACM_SOURCE})")
     parser.set_defaults(run=run_convert_cacm)
     return parser
 
@@ -197,7 +195,8 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_convert_cacm(args: argparse.Namespace, settings: Settings) -> int:
-    report = convert_cacm(Path(args.source), Path(args.out))
+    source = Path(args.source) if args.source else settings.eval_data_dir / CACM_SOURCE
+    report = convert_cacm(source, Path(args.out))
     print(
         f"wrote {args.out}: {report.documents} documents, {report.queries} queries "
         f"({report.judged_queries} with judgments), {report.judgments} judgments"

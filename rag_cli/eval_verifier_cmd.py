@@ -32,7 +32,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     parser.add_argument("--split", choices=bench.SPLITS, default="dev")
     parser.add_argument(
-        "--squad", nargs="?", const=str(SQUAD_DEV), metavar="FILE", help="add SQuAD 2.0 items"
+        "--squad",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help=f"add SQuAD 2.0 items (default file: eval_data_dir/{SQUAD_DEV})",
     )
     parser.add_argument("--squad-per-split", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0, help="split and sample seed")
@@ -54,7 +58,7 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     if args.calibrate and args.split != "dev":
         print("rag eval verifier: error: calibrate on --split dev only", file=sys.stderr)
         return 2
-    squad = Path(args.squad) if args.squad else None
+    squad = None if args.squad is None else Path(args.squad or settings.eval_data_dir / SQUAD_DEV)
     items = bench.load_items(
         squad, split=args.split, seed=args.seed, squad_per_split=args.squad_per_split
     )[: args.limit]

@@ -52,6 +52,12 @@ class Settings(BaseModel):
         Path("~/.cache/agentic-rag"),
         description="Heavy reusable artifacts: built wheels and assembled model files.",
     )
+    eval_data_dir: Path = Field(
+        Path("../shared/data"),
+        description="Where rag eval finds public datasets when no file is named: "
+        "squad2-dev/dev-v2.0.json (SQuAD 2.0 dev) and cacm/ (relative to the working "
+        "directory).",
+    )
 
     generator_model: str = Field("local", description="Chat model that writes the answer.")
     query_model: str = Field("local", description="Chat model that rephrases/expands queries.")
@@ -249,7 +255,7 @@ class Settings(BaseModel):
             raise ValueError("client names must differ, and 'operator' is api_key's")
         return value
 
-    @field_validator("data_dir", "cache_dir")
+    @field_validator("data_dir", "cache_dir", "eval_data_dir")
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return Path(os.path.expandvars(str(value))).expanduser()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.squad import SQUAD_DEV
 from rag_cli.main import main
+from tests.shared_data import SQUAD_FILE
 from tools import tracing
 from tools.config import load_settings
 
@@ -29,7 +29,7 @@ def rag(capsys, *argv) -> str:
 
 
 def test_squad_slice_scored_judged_and_traced(tmp_path, capsys):
-    data = json.loads(SQUAD_DEV.read_text())
+    data = json.loads(SQUAD_FILE.read_text())
     squad = tmp_path / "slice.json"
     squad.write_text(json.dumps({"version": "v2.0", "data": data["data"][:1]}))
     report = json.loads(

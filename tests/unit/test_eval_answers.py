@@ -10,7 +10,6 @@ from evaluation import answer_report
 from evaluation.answers import evaluate_answers
 from evaluation.datasets import DatasetError
 from evaluation.squad import (
-    SQUAD_DEV,
     QAItem,
     exact_match,
     load_questions,
@@ -19,6 +18,7 @@ from evaluation.squad import (
     token_f1,
 )
 from graph import prompts
+from tests.shared_data import SQUAD_FILE
 from tools import tracing
 from tools.config import load_settings
 
@@ -42,16 +42,16 @@ def test_token_f1_by_hand():
 
 
 def test_real_squad_dev_sample_is_seeded_and_balanced():
-    a = load_squad(SQUAD_DEV, answerable=5, unanswerable=5, seed=3)
-    b = load_squad(SQUAD_DEV, answerable=5, unanswerable=5, seed=3)
+    a = load_squad(SQUAD_FILE, answerable=5, unanswerable=5, seed=3)
+    b = load_squad(SQUAD_FILE, answerable=5, unanswerable=5, seed=3)
     assert [i.id for i in a.items] == [i.id for i in b.items]
     assert sum(i.answerable for i in a.items) == 5 and len(a.items) == 10
     assert all(i.answers for i in a.items if i.answerable)
     assert all(not i.answers for i in a.items if not i.answerable)
-    articles = json.loads(SQUAD_DEV.read_text())["data"]
+    articles = json.loads(SQUAD_FILE.read_text())["data"]
     assert len(a.paragraphs) == sum(len(x["paragraphs"]) for x in articles)  # all of them
     assert all(i.context_id in a.paragraphs for i in a.items)
-    other = load_squad(SQUAD_DEV, answerable=5, unanswerable=5, seed=4)
+    other = load_squad(SQUAD_FILE, answerable=5, unanswerable=5, seed=4)
     assert [i.id for i in other.items] != [i.id for i in a.items]
 
 

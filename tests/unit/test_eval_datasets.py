@@ -7,7 +7,6 @@ import json
 import pytest
 
 from evaluation.datasets import (
-    CACM_SOURCE,
     DatasetError,
     convert_cacm,
     load_beir,
@@ -17,6 +16,7 @@ from evaluation.datasets import (
     read_corpus,
 )
 from tests.files import write_tree
+from tests.shared_data import CACM_DIR
 
 
 def _jsonl(*records: dict) -> str:
@@ -103,7 +103,7 @@ def test_parse_trec_topics_joins_each_topic_onto_one_line():
 
 def test_convert_cacm_on_the_real_files(tmp_path):
     out = tmp_path / "cacm"
-    report = convert_cacm(CACM_SOURCE, out)
+    report = convert_cacm(CACM_DIR, out)
     assert (report.documents, report.queries, report.judged_queries) == (3204, 64, 52)
     assert report.judgments == 796
     data = load_beir(out)

@@ -8,8 +8,8 @@ import pytest
 
 from evaluation import verifier as bench
 from evaluation.datasets import DatasetError
-from evaluation.squad import SQUAD_DEV
 from rag_cli.main import main
+from tests.shared_data import SQUAD_FILE
 
 
 def rec(source, right, confidence, category="c", form="sentence"):
@@ -122,9 +122,9 @@ def test_a_docs_file_missing_a_field_is_refused(tmp_path):
         bench.docs_items(bad)
 
 
-@pytest.mark.skipif(not SQUAD_DEV.is_file(), reason="needs ../shared/data")
+@pytest.mark.skipif(not SQUAD_FILE.is_file(), reason="needs ../shared/data")
 def test_squad_items_are_balanced_and_wrong_spans_share_the_type():
-    items = bench.squad_items(SQUAD_DEV, per_split=40, seed=0)
+    items = bench.squad_items(SQUAD_FILE, per_split=40, seed=0)
     kinds = {}
     for item in items:
         kinds[item.category] = kinds.get(item.category, 0) + 1
