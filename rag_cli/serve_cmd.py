@@ -15,6 +15,7 @@ unless ``open_loopback`` says to serve loopback open.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import ipaddress
 import json
 import os
@@ -25,9 +26,8 @@ import sys
 from pathlib import Path
 
 from tools.collection import check_collections
-from tools.config import Settings
+from tools.config import ConfigError, Settings
 
-REPO = Path(__file__).resolve().parents[1]
 OFFLINE_ENV = {
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
     "LANGGRAPH_NO_VERSION_CHECK": "true",
@@ -85,15 +85,34 @@ def server_key(settings: Settings, workdir: Path) -> tuple[Settings, Path | None
     return settings.model_copy(update={"api_key": path.read_text().strip()}), path
 
 
+# What the server runs, as module and attribute: the checkout's langgraph.json names the
+# same (for `langgraph dev` run by hand; a test checks that the two agree).
+SERVED = {"graph": ("graph.graph", "make_graph"), "app": ("server.app", "app")}
+SERVED |= {"auth": ("server.auth", "auth")}
+GRAPH_ID = "rag"
+
+
+def _located(module: str, attribute: str) -> str:
+    """``/abs/path/module.py:attribute``, found without importing the module, wherever
+    the package is installed (a checkout or site-packages)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ConfigError(f"rag serve: module {module} is not installed")
+    return f"{spec.origin}:{attribute}"
+
+
 def server_config(workdir: Path) -> Path:
-    """The repository's langgraph.json with absolute paths: the server resolves paths
-    against its working directory, which here is under the data directory."""
-    config = json.loads((REPO / "langgraph.json").read_text())
-    config["dependencies"] = [str(REPO)]
-    config["graphs"] = {name: str(REPO / spec) for name, spec in config["graphs"].items()}
-    config["http"]["app"] = str(REPO / config["http"]["app"])
-    config["auth"]["path"] = str(REPO / config["auth"]["path"])
-    config["env"] = str(REPO / config["env"])
+    """A langgraph.json with absolute paths to the installed modules: the server resolves
+    paths against its working directory, which here is under the data directory, and a
+    non-editable install has no checkout to point at. The environment comes from
+    ``server_env``."""
+    graph_file = _located(*SERVED["graph"])
+    config = {
+        "dependencies": [str(Path(graph_file.rsplit(":", 1)[0]).parents[1])],
+        "graphs": {GRAPH_ID: graph_file},
+        "http": {"app": _located(*SERVED["app"])},
+        "auth": {"path": _located(*SERVED["auth"])},
+    }
     path = workdir / "langgraph.json"
     path.write_text(json.dumps(config, indent=2))
     return path

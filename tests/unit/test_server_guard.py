@@ -315,3 +315,27 @@ def test_threads_are_stamped_with_their_owner_and_filtered_on_it(monkeypatch):
     created = {"thread_id": "t"}
     asyncio.run(own_threads(ctx, created))
     assert created["metadata"] == {"owner": "alice"}
+
+
+def test_rag_serve_runs_what_the_checkouts_langgraph_json_names(tmp_path):
+    """rag serve writes its own langgraph.json from the installed modules (it also runs
+    from a non-editable install); the checkout's file, for `langgraph dev`, must agree."""
+    import json
+    from pathlib import Path
+
+    from rag_cli.serve_cmd import GRAPH_ID, SERVED, server_config
+
+    repo = Path(__file__).resolve().parents[2]
+    checkout = json.loads((repo / "langgraph.json").read_text())
+    written = json.loads(server_config(tmp_path).read_text())
+
+    def as_file(module: str, attribute: str) -> str:
+        return f"./{module.replace('.', '/')}.py:{attribute}"
+
+    assert checkout["graphs"] == {GRAPH_ID: as_file(*SERVED["graph"])}
+    assert checkout["http"]["app"] == as_file(*SERVED["app"])
+    assert checkout["auth"]["path"] == as_file(*SERVED["auth"])
+    for entry in (written["graphs"][GRAPH_ID], written["http"]["app"], written["auth"]["path"]):
+        path, _ = entry.rsplit(":", 1)
+        assert Path(path).is_absolute() and Path(path).is_file()
+    assert written["dependencies"] == [str(repo)]
