@@ -54,7 +54,7 @@ def is_loopback(host: str) -> bool:
 
 def exposure_problem(host: str, settings: Settings) -> str | None:
     """Why binding ``host`` is refused, or None."""
-    if is_loopback(host) or settings.api_key or settings.client_keys or settings.allow_remote:
+    if is_loopback(host) or settings.requires_key or settings.allow_remote:
         return None
     return (
         f"refusing to serve on {host} without an API key: set RAG_API_KEY (clients then send "
@@ -74,7 +74,7 @@ def answering(host: str, settings: Settings) -> Settings:
 def server_key(settings: Settings, workdir: Path) -> tuple[Settings, Path | None]:
     """``settings`` with the key the server requires, and the file that holds it when
     it was generated here (kept across restarts, readable by its owner only)."""
-    if settings.api_key or settings.client_keys or settings.allow_remote or settings.open_loopback:
+    if settings.requires_key or settings.allow_remote or settings.open_loopback:
         return settings, None
     path = workdir / "api_key"
     if not path.exists() or not path.read_text().strip():

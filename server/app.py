@@ -26,9 +26,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, settings_for
+from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, service_settings, settings_for
 from tools.collection import list_collections
-from tools.config import ConfigError, Settings, client_of, load_settings, request_overrides
+from tools.config import ConfigError, Settings, client_of, request_overrides
 from tools.http_guard import HttpGuard, parse_json
 
 RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream|/batch)?/?$")
@@ -152,7 +152,7 @@ class ValidateRuns(BaseHTTPMiddleware):
             runs = body if path.rstrip("/").endswith("/batch") else [body]
             if not isinstance(runs, list):
                 return JSONResponse({"detail": "a batch is a JSON list of runs"}, 422)
-            base = load_settings()
+            base = service_settings()
             for run in runs:
                 problem = check_run_request(run, base)
                 if problem:
@@ -166,7 +166,7 @@ class RequireApiKey(BaseHTTPMiddleware):
     LangGraph routes which client it is)."""
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if client_of(load_settings(), request.headers.get(API_KEY_HEADER, "")) is None:
+        if client_of(service_settings(), request.headers.get(API_KEY_HEADER, "")) is None:
             return JSONResponse(
                 {"detail": f"missing or wrong {API_KEY_HEADER} header"},
                 401,
@@ -176,7 +176,7 @@ class RequireApiKey(BaseHTTPMiddleware):
 
 
 async def healthz(_: Request) -> JSONResponse:
-    settings = load_settings()
+    settings = service_settings()
     return JSONResponse({"ok": True, "collections": list_collections(settings)})
 
 
@@ -185,6 +185,6 @@ app.add_middleware(ValidateRuns)
 app.add_middleware(RequireApiKey)
 app.add_middleware(  # added last, so it runs first
     HttpGuard,
-    settings=load_settings,
+    settings=service_settings,
     max_body=MAX_BODY_BYTES,
 )

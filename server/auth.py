@@ -13,7 +13,8 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from tools.config import client_of, load_settings
+from graph.configuration import service_settings
+from tools.config import client_of
 
 API_KEY_HEADER = b"x-api-key"
 auth = Auth()
@@ -21,7 +22,7 @@ auth = Auth()
 
 @auth.authenticate
 async def authenticate(headers: dict[bytes, bytes]) -> str:
-    client = client_of(load_settings(), headers.get(API_KEY_HEADER, b"").decode("latin-1"))
+    client = client_of(service_settings(), headers.get(API_KEY_HEADER, b"").decode("latin-1"))
     if client is None:
         raise Auth.exceptions.HTTPException(status_code=401, detail="missing or wrong X-API-Key")
     return client

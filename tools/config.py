@@ -260,6 +260,11 @@ class Settings(BaseModel):
     def _expand(cls, value: Path) -> Path:
         return Path(os.path.expandvars(str(value))).expanduser()
 
+    @property
+    def requires_key(self) -> bool:
+        """Whether servers ask every request for a key (``api_key`` or ``client_keys``)."""
+        return bool(self.api_key or self.client_keys)
+
     def resolved_cache_dir(self) -> Path:
         return self.cache_dir.resolve()
 
