@@ -1,11 +1,12 @@
 """The compiled agentic RAG graph.
 
 start_question (every per-question field fresh: state.PER_QUESTION)
-  -> generate_queries -> retrieve -> [rerank] -> generate_answer -> verify -> finalize
-                            |            |              |  ^           |
-                            +------------+--> finalize  |  +-----------+ (not grounded,
-                            (no passages: abstain)      |   attempts <= max_regenerations)
-                                                        +-> finalize (model says not found)
+  -> generate_queries -> [guard (off-topic or blocked, guard=refuse: -> finalize)]
+  -> retrieve -> [rerank] -> generate_answer -> verify -> finalize
+        |            |              |  ^           |
+        +------------+--> finalize  |  +-----------+ (not grounded,
+        (no passages: abstain)      |   attempts <= max_regenerations)
+                                    +-> finalize (model says not found)
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ GENERATOR_NODE = "generate_answer"  # the node whose tokens are the answer: what
 NODES = {
     "start_question": nodes.start_question,  # resets the question's fields
     "generate_queries": nodes.generate_queries,
+    "guard": nodes.guard,  # only with the topic guard on
     "retrieve": nodes.retrieve,
     "rerank": nodes.rerank_passages,  # only with a reranker
     "generate_answer": nodes.generate_answer,
     "verify": nodes.verify,
     "finalize": nodes.finalize,
 }
-# the path of a question answered without a reranker and without a regeneration
-DIRECT_PATH = tuple(name for name in NODES if name != "rerank")
+# the path of a question answered with the default settings (no guard, no reranker) and
+# without a regeneration
+DIRECT_PATH = tuple(name for name in NODES if name not in ("guard", "rerank"))
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
@@ -46,7 +49,8 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
 
     builder.add_edge(START, "start_question")
     builder.add_edge("start_question", "generate_queries")
-    builder.add_edge("generate_queries", "retrieve")
+    builder.add_conditional_edges("generate_queries", nodes.after_queries, ["guard", "retrieve"])
+    builder.add_conditional_edges("guard", nodes.after_guard, ["retrieve", "finalize"])
     builder.add_conditional_edges(
         "retrieve", nodes.after_retrieve, ["rerank", "generate_answer", "finalize"]
     )

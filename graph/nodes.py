@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from graph import prompts
 from graph.configuration import settings_for
 from graph.context import context_message
+from graph.guard import refusal, topic_decision
 from graph.services import Services, services_of
 from graph.state import PER_QUESTION, State
 from graph.verification import verify_answer
@@ -147,6 +148,25 @@ def generate_queries(state: State, config: RunnableConfig, services: Services) -
         queries += [q.strip() for q in extra if q.strip()]
         queries = list(dict.fromkeys(queries))[: settings.multi_query]
     return {"queries": queries}
+
+
+@timed("guard")
+def guard(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+    """The topic guard: the query model judges the (standalone) question against the
+    operator's domain and blocked topics before anything is retrieved. ``refuse`` ends
+    the question with ``guard_message``; ``warn`` answers and says so. A guard that
+    cannot decide lets the question through, with its error: it keeps answers on topic,
+    it is not what keeps them right (the verifier is)."""
+    settings = settings_for(config, state)
+    model = services.llm(settings, "query")
+    try:
+        decision = topic_decision(model, settings, state["queries"][0], config)
+    except ModelError as exc:
+        return {"guard": {"mode": settings.guard, "verdict": "allowed", "error": str(exc)}}
+    update: dict[str, Any] = {"guard": decision}
+    if decision["verdict"] != "allowed" and settings.guard == "refuse":
+        update["abstain_reason"] = refusal(settings)
+    return update
 
 
 @timed("retrieve")
@@ -374,12 +394,21 @@ def finalize(state: State, config: RunnableConfig, services: Services) -> dict[s
         "references": references,
         "verdict": verdict,
         "error": state.get("error"),
+        "guard": state.get("guard"),
         "prompts": prompts.versions(),
         "messages": [HumanMessage(state["question"]), AIMessage(answer)],
     }
 
 
 # --- edges -------------------------------------------------------------------------------
+def after_queries(state: State, config: RunnableConfig) -> str:
+    return "retrieve" if settings_for(config, state).guard == "off" else "guard"
+
+
+def after_guard(state: State) -> str:
+    return "finalize" if state.get("abstain_reason") else "retrieve"
+
+
 def after_retrieve(state: State, config: RunnableConfig) -> str:
     if not state.get("passages"):
         return "finalize"

@@ -106,6 +106,20 @@ VERIFY = Prompt(
     "with only yes or no.",
 )
 
+# The topic guard: the query model's verdict, decoded as JSON (grammar-constrained locally).
+GUARD = Prompt(
+    "guard",
+    1,
+    "You decide whether a question is one this service should answer.\n"
+    "The service answers questions about: {domain}\n"
+    "It never answers questions about: {blocked}\n\n"
+    "Question: {question}\n\n"
+    'Reply with JSON: {{"verdict": "allowed" | "off_topic" | "blocked", '
+    '"reason": "a few words"}}. allowed: the question is about the service\'s subject '
+    "and not about a blocked topic. off_topic: it is about something else. blocked: it is "
+    "about a blocked topic.",
+)
+
 NOT_FOUND = "NOT_IN_DOCUMENTS"
 # regeneration feedback for an answer made only of citation markers (small models do this)
 NO_STATEMENT = "(the answer had no sentence, only citation markers: write the answer in words)"
@@ -139,7 +153,7 @@ ABSTAIN_UNVERIFIED = (
     "I could not produce an answer that the documents support, so I am not giving one."
 )
 
-ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, ANSWER_SHORT, RETRY, VERIFY)
+ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, ANSWER_SHORT, RETRY, VERIFY, GUARD)
 
 
 def versions() -> dict[str, int]:

@@ -39,6 +39,9 @@ class OutputState(TypedDict, total=False):
     # a model fault, typed: {"type": "timeout"|"malformed_output"|"empty_answer"|
     # "model_error", "stage": node, "message": ...}; None when every call succeeded
     error: dict[str, str] | None
+    # the topic guard's decision when it is on: {"mode", "verdict": "allowed"|"off_topic"|
+    # "blocked", "reason"} (or "error" when it could not decide); None when it is off
+    guard: dict[str, str] | None
     trace_id: str | None
 
 
@@ -62,5 +65,6 @@ PER_QUESTION: dict[str, Any] = {
     "abstain_reason": "",
     "verdict": {},
     "error": None,
+    "guard": None,
     "timings": {},
 }

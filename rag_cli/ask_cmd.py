@@ -151,6 +151,10 @@ def print_answer(out: dict[str, Any]) -> None:
         for ref in out["references"]:
             print(f"  {printable(ref)}")
     verdict = out.get("verdict") or {}
+    guard = out.get("guard") or {}
+    if guard.get("verdict") not in (None, "allowed"):
+        topic = "a blocked topic" if guard["verdict"] == "blocked" else "off-topic"
+        print(f"\ntopic guard: this question looks {topic} ({guard.get('reason', '')}).")
     if out.get("error"):
         error = out["error"]
         print(f"\nerror ({error['type']} in {error['stage']}): {error['message']}")

@@ -74,6 +74,7 @@ def build_exchange(
         "abstained": bool(state.get("abstained")),
         "outcome": state.get("outcome"),
         "error": state.get("error"),
+        "guard": state.get("guard"),
         "verdict": state.get("verdict") or {},
         "citations": state.get("citations") or [],
         "references": state.get("references") or [],

@@ -175,6 +175,29 @@ class Settings(BaseModel):
     )
     max_question_chars: int = Field(2000, ge=10, le=100_000)
 
+    # --- topic guard (graph node "guard", before retrieval) ----------------------------
+    guard: Literal["off", "warn", "refuse"] = Field(
+        "off",
+        description="Topic guard before retrieval: off; warn (answer, and say the question "
+        "looks off-topic or blocked); refuse (answer with guard_message instead).",
+    )
+    guard_domain: str = Field(
+        "",
+        max_length=1000,
+        description="What the collection is about, in a sentence: questions outside it are "
+        "off-topic. Needed unless guard is off.",
+    )
+    guard_blocked: str = Field(
+        "",
+        max_length=1000,
+        description="Comma-separated topics never to answer, even if they touch the domain.",
+    )
+    guard_message: str = Field(
+        "I can only answer questions about {domain}.",
+        max_length=1000,
+        description="The refusal; {domain} is replaced by guard_domain.",
+    )
+
     # --- server exposure ----------------------------------------------------------------
     api_key: str = Field(
         "",
@@ -232,6 +255,16 @@ class Settings(BaseModel):
         if value not in SPLITTERS:
             raise ValueError(f"unknown splitter; use one of {', '.join(SPLITTERS)}")
         return value
+
+    @model_validator(mode="after")
+    def _guard_has_a_domain(self) -> Settings:
+        if self.guard != "off" and not self.guard_domain.strip():
+            raise ValueError(
+                f"guard={self.guard} needs guard_domain: describe what the collection is "
+                'about, e.g. guard_domain = "the agentic RAG service: installing, '
+                'configuring and using it"'
+            )
+        return self
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> Settings:

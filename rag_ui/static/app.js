@@ -273,6 +273,11 @@ function verdictLine(ex) {
   } else if (!ex.abstained) {
     line.append(el("span", { class: "badge neutral" }, "not checked"));
   }
+  if (ex.guard && ex.guard.verdict !== "allowed") {
+    line.append(el("div", { class: "error", "data-testid": "guard" },
+      `topic guard (${ex.guard.mode}): ${ex.guard.verdict.replace("_", "-")}` +
+      (ex.guard.reason ? `: ${ex.guard.reason}` : "")));
+  }
   if (ex.error) {
     line.append(el("div", { class: "error" },
       `${ex.error.type} in ${ex.error.stage}: ${ex.error.message}`));

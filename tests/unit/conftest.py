@@ -55,6 +55,7 @@ class Models:
         self.confidence: float | list[float] = 0.9
         self.grades: dict[str, int] = {}
         self.rephrased = "How do I turn off tracing in Langfuse?"
+        self.guard_verdict = {"verdict": "allowed", "reason": "about the service"}
         self.chats = {
             role: RuleChat(respond=getattr(self, f"_{role}"))
             for role in ("generator", "query", "verifier", "judge")
@@ -69,6 +70,8 @@ class Models:
         last = messages[-1].text
         if messages[0].text == prompts.REPHRASE.text:
             return self.rephrased
+        if last.startswith(prompts.GUARD.text.split("\n", 1)[0]):
+            return json.dumps(self.guard_verdict)
         if "different search queries" in last:
             return json.dumps({"queries": ["install steps", "setup guide", "extra"]})
         passage = last.split("Passage:\n", 1)[1]

@@ -291,3 +291,48 @@ def test_a_bare_phrase_needs_the_phrase_threshold(corpus_env, models):
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["verdict"]["form"] == "phrase" and out["verdict"]["threshold"] == 0.7
     assert out["outcome"] == "not_verified"
+
+
+GUARDED = {"guard_domain": "installing and tracing the service", "max_regenerations": 0}
+
+
+def test_the_guard_is_off_by_default_and_not_in_the_path(corpus_env, models):
+    out = ask(models, "How do I install the service?")
+    assert out["guard"] is None and "guard" not in out["timings"]
+
+
+def test_the_guard_refuses_an_off_topic_question_before_retrieval(corpus_env, models):
+    models.guard_verdict = {"verdict": "off_topic", "reason": "cooking"}
+    out = ask(models, "How long do I boil an egg?", {**GUARDED, "guard": "refuse"})
+    assert out["abstained"] is True and out["outcome"] == "abstained"
+    assert out["answer"] == "I can only answer questions about installing and tracing the service."
+    assert out["guard"] == {"mode": "refuse", "verdict": "off_topic", "reason": "cooking"}
+    assert "retrieve" not in out["timings"] and models.chats["generator"].calls == []
+    guard_prompt = models.chats["query"].calls[0][-1].text
+    assert "installing and tracing the service" in guard_prompt
+    assert "How long do I boil an egg?" in guard_prompt
+
+
+def test_warn_answers_and_says_what_the_guard_thought(corpus_env, models):
+    models.guard_verdict = {"verdict": "blocked", "reason": "pricing"}
+    out = ask(models, "How do I install the service?", {**GUARDED, "guard": "warn"})
+    assert out["abstained"] is False and out["outcome"] == "verified"
+    assert out["guard"]["verdict"] == "blocked" and out["timings"]["guard"] >= 0
+
+
+def test_an_allowed_question_goes_on_and_a_failed_guard_lets_it_through(corpus_env, models):
+    out = ask(models, "How do I install the service?", {**GUARDED, "guard": "refuse"})
+    assert out["guard"]["verdict"] == "allowed" and out["outcome"] == "verified"
+    models.chats["query"].respond = lambda m: "not json"
+    out = ask(
+        models,
+        "How do I install the service?",
+        {**GUARDED, "guard": "refuse", "llm_max_retries": 0},
+    )
+    assert out["guard"]["verdict"] == "allowed" and "error" in out["guard"]
+    assert out["outcome"] == "verified"
+
+
+def test_a_guard_without_a_domain_is_refused_at_start_up():
+    with pytest.raises(ConfigError, match="guard=refuse needs guard_domain"):
+        config_for(guard="refuse")

@@ -1,0 +1,93 @@
+"""The topic guard as a classifier: does it refuse what it should, and only that?
+
+Labelled questions (evaluation/data/guard_questions.jsonl) for a guard configured for
+this service's own documentation: on-topic questions (English and French), off-topic
+ones, questions on blocked topics, and near misses (on-topic words with an off-topic or
+blocked request, or the reverse). A question is *refused* when the verdict is not
+``allowed``; the report gives precision and recall of refusing, accuracy per kind, and
+the time one decision adds to a question.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from evaluation.datasets import DatasetError, read_jsonl
+from evaluation.metrics import latency_summary
+
+GUARD_ITEMS = Path(__file__).parent / "data" / "guard_questions.jsonl"
+# The operator's description the labels were written for.
+DOMAIN = (
+    "the agentic RAG service described in its documentation: installing and configuring "
+    "it, ingesting documents, asking questions, its server and chat page, models, "
+    "retrieval, verification, evaluation, tracing and security"
+)
+BLOCKED = (
+    "prices, licences and purchasing; legal advice; medical advice; politics; "
+    "personal data about people"
+)
+LABELS = ("allowed", "off_topic", "blocked")
+
+
+def load(path: Path = GUARD_ITEMS) -> list[dict[str, str]]:
+    items = []
+    for number, record in read_jsonl(path):
+        if not {"id", "question", "label", "kind"} <= set(record) or record["label"] not in LABELS:
+            raise DatasetError(f"{path}:{number}: needs id, question, kind and a label in {LABELS}")
+        items.append(record)
+    return items
+
+
+def run(
+    items: Sequence[dict[str, str]],
+    decide: Callable[[str], dict[str, str]],
+    progress: Callable[[int, dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """One record per item: the decision, beside the label, and how long it took."""
+    records = []
+    for n, item in enumerate(items, 1):
+        started = time.perf_counter()
+        decision = decide(item["question"])
+        record = {**item, **decision, "seconds": round(time.perf_counter() - started, 3)}
+        records.append(record)
+        if progress:
+            progress(n, record)
+    return records
+
+
+def score(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Refusal precision and recall, exact-verdict accuracy, per kind, and latency."""
+    should = [r["label"] != "allowed" for r in records]
+    did = [r.get("verdict", "allowed") != "allowed" for r in records]
+    tp = sum(s and d for s, d in zip(should, did, strict=True))
+    refused, to_refuse = sum(did), sum(should)
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        kinds.setdefault(r["kind"], []).append(r)
+    return {
+        "items": len(records),
+        "refusal_precision": round(tp / refused, 4) if refused else None,
+        "refusal_recall": round(tp / to_refuse, 4) if to_refuse else None,
+        "refused_but_allowed": refused - tp,
+        "allowed_but_should_refuse": to_refuse - tp,
+        "verdict_accuracy": round(
+            sum(r.get("verdict") == r["label"] for r in records) / len(records), 4
+        )
+        if records
+        else None,
+        "by_kind": {
+            kind: {
+                "items": len(rows),
+                "right_decision": sum(
+                    (r.get("verdict", "allowed") != "allowed") == (r["label"] != "allowed")
+                    for r in rows
+                ),
+            }
+            for kind, rows in kinds.items()
+        },
+        "errors": sum("error" in r for r in records),
+        "latency": latency_summary([r["seconds"] for r in records]),
+    }

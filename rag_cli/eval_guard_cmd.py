@@ -1,0 +1,80 @@
+"""``rag eval guard``: the topic guard as a classifier, on labelled questions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from evaluation import guard as bench
+from graph.guard import topic_decision
+from graph.services import or_shared
+from tools.config import Settings, load_settings
+from tools.errors import ModelError
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "guard",
+        help="measure the topic guard: precision and recall of refusing off-topic questions",
+        description="Asks the query model's topic guard about labelled questions "
+        "(evaluation/data/guard_questions.jsonl: on-topic, off-topic, blocked and near "
+        "misses), with the domain and blocked topics the labels were written for, and "
+        "reports precision and recall of refusing, accuracy per kind and the time a "
+        "decision adds to each question.",
+    )
+    parser.add_argument("--limit", type=int, help="only the first N questions")
+    parser.add_argument("--out", metavar="FILE", help="write every question's record (JSON)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run_guard)
+    return parser
+
+
+def run_guard(args: argparse.Namespace, settings: Settings) -> int:
+    guarded = load_settings(
+        {
+            **settings.model_dump(),
+            "guard": "refuse",
+            "guard_domain": bench.DOMAIN,
+            "guard_blocked": bench.BLOCKED,
+        },
+        environ={},
+    )
+    model = or_shared(args.services).llm(guarded, "query")
+    items = bench.load()[: args.limit]
+
+    def decide(question: str) -> dict[str, str]:
+        try:
+            return topic_decision(model, guarded, question)
+        except ModelError as exc:  # counted as allowed, as the graph does, and shown
+            return {"verdict": "allowed", "error": str(exc)}
+
+    def progress(n: int, record: dict[str, Any]) -> None:
+        print(
+            f"[{n}/{len(items)}] {record['kind']}: {record['label']} -> "
+            f"{record.get('verdict')} ({record['seconds']:.1f}s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    records = bench.run(items, decide, progress)
+    report = bench.score(records)
+    if args.out:
+        Path(args.out).write_text(json.dumps({**report, "records": records}, indent=1))
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    lat = report["latency"] or {}
+    print(
+        f"{report['items']} questions: refusal precision {report['refusal_precision']}, "
+        f"recall {report['refusal_recall']} ({report['refused_but_allowed']} refused that "
+        f"should be answered, {report['allowed_but_should_refuse']} answered that should be "
+        f"refused), verdict accuracy {report['verdict_accuracy']}, {report['errors']} errors; "
+        f"p50 {lat.get('p50_ms', 0) / 1000:.1f}s, p95 {lat.get('p95_ms', 0) / 1000:.1f}s a "
+        "decision"
+    )
+    for kind, row in report["by_kind"].items():
+        print(f"  {kind}: {row['right_decision']}/{row['items']} right decisions")
+    return 0
