@@ -105,7 +105,7 @@ class ChatApp:
         self.services = services
         checkpointer = InMemorySaver()
         self.graph = build_graph(checkpointer=checkpointer)
-        self.sessions = Sessions(checkpointer)
+        self.sessions = Sessions(checkpointer, settings.data_dir.resolve() / "ui" / "sessions")
         self.flags = FlagStore(flags_file(settings))
 
     def _session(self, body: dict[str, Any]) -> Session:
@@ -185,12 +185,15 @@ class ChatApp:
         recorder = PromptRecorder()
         config["callbacks"] = [*(config.get("callbacks") or []), recorder]
         history = (await self.graph.aget_state(config)).values.get("messages") or []
+        inputs: dict[str, Any] = {"question": question}
+        if not history and session.restored:  # after a restart: the saved turns come back
+            history = inputs["messages"] = session.history()
         started, first_token = time.perf_counter(), None
         spent: dict[str, float] = {}  # the state's timings add up a node's repeated runs
         yield _event("start", {"question": question, "settings": used})
         try:
             async for mode, chunk in self.graph.astream(
-                {"question": question},
+                inputs,
                 config,
                 stream_mode=["updates", "messages"],
                 context=self.services,
@@ -221,6 +224,7 @@ class ChatApp:
             uuid.uuid4().hex, question, history, state, recorder, used, timings
         )
         session.remember(exchange)
+        await run_in_threadpool(self.sessions.save, session)
         yield _event("answer", exchange)
 
     async def flag(self, request: Request) -> JSONResponse:

@@ -1,23 +1,33 @@
-"""Conversations of the chat page: one graph thread per browser tab, bounded in memory.
+"""Conversations of the chat page: one graph thread per browser tab, bounded in memory,
+kept on disk so a restart of `rag ui` loses none.
 
 History lives in the graph's own checkpointer (the thread mechanism `rag chat` uses),
 so a follow-up is rephrased by the graph's rephrase step exactly as everywhere else.
 The page keeps each session's recent exchanges here too, so a flag stores what the
-server produced, not what a browser claims it was shown.
+server produced, not what a browser claims it was shown. Each session's exchanges are
+also written to ``<data_dir>/ui/sessions/ID.json`` (owner-only): after a restart the
+conversation is read back and its turns become the graph's history again.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 MAX_SESSIONS = 200
 MAX_EXCHANGES = 50  # per session: older ones can no longer be flagged
+MAX_SAVED = 1000  # conversations kept on disk; the least recently used go first
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 @dataclass
@@ -26,17 +36,29 @@ class Session:
     busy: bool = False  # one question at a time per conversation
     exchanges: OrderedDict[str, dict[str, Any]] = field(default_factory=OrderedDict)
 
+    restored: bool = False  # read back from disk: the graph's thread starts empty
+
     def remember(self, exchange: dict[str, Any]) -> None:
         self.exchanges[exchange["id"]] = exchange
         while len(self.exchanges) > MAX_EXCHANGES:
             self.exchanges.popitem(last=False)
 
+    def history(self) -> list[BaseMessage]:
+        """The conversation so far, as the graph's ``messages``."""
+        turns: list[BaseMessage] = []
+        for exchange in self.exchanges.values():
+            turns += [HumanMessage(exchange["question"]), AIMessage(exchange["answer"])]
+        return turns
+
 
 class Sessions:
     """Live sessions, least recently used evicted first (with their graph thread)."""
 
-    def __init__(self, checkpointer: InMemorySaver, limit: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self, checkpointer: InMemorySaver, folder: Path | None = None, limit: int = MAX_SESSIONS
+    ) -> None:
         self.checkpointer = checkpointer
+        self.folder = folder
         self.limit = limit
         self._items: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
@@ -51,13 +73,42 @@ class Sessions:
         return session
 
     def get(self, session_id: Any) -> Session | None:
-        if not isinstance(session_id, str):
+        if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
             return None
         with self._lock:
-            session = self._items.get(session_id)
+            session = self._items.get(session_id) or self._load(session_id)
             if session is not None:
+                self._items[session_id] = session
                 self._items.move_to_end(session_id)
             return session
+
+    def save(self, session: Session) -> None:
+        """Write the session's exchanges (atomically, readable by the owner only)."""
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{session.id}.json"
+        partial = path.with_suffix(".partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"exchanges": list(session.exchanges.values())}, out)
+        partial.replace(path)
+        saved = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        for old in saved[:-MAX_SAVED]:
+            old.unlink(missing_ok=True)
+
+    def _load(self, session_id: str) -> Session | None:
+        path = self.folder / f"{session_id}.json" if self.folder else None
+        if path is None or not path.is_file():
+            return None
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))["exchanges"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # unreadable: the page starts a new conversation
+        session = Session(session_id, restored=True)
+        for exchange in saved:
+            session.remember(exchange)
+        return session
 
     def claim(self, session: Session) -> bool:
         """Mark a session busy; False when it is already answering a question."""

@@ -286,7 +286,12 @@ function verdictLine(ex) {
 }
 
 function panel(title, testid, body) {
-  return el("details", { "data-testid": testid }, el("summary", {}, title), body);
+  const details = el("details", { "data-testid": testid }, el("summary", {}, title), body);
+  // an opened panel scrolls into view above the fixed question box, not under it
+  details.addEventListener("toggle", () => {
+    if (details.open) details.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  });
+  return details;
 }
 
 function queriesPanel(ex) {

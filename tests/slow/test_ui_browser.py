@@ -101,6 +101,10 @@ def test_ask_open_citation_and_prompt_then_flag(ui, browser):
     turn.get_by_test_id("panel-prompt").locator("summary").click()
     prompt = turn.get_by_test_id("prompt")
     assert prompt.is_visible()
+    page.wait_for_timeout(800)  # the smooth scroll that brings the opened panel into view
+    opened = turn.get_by_test_id("panel-prompt").locator("summary").bounding_box()
+    box = page.locator("#ask-form").bounding_box()
+    assert opened["y"] + opened["height"] <= box["y"], "the question box covers the panel"
     assert "PASSAGES:" in prompt.inner_text() and question in prompt.inner_text()
     verdict = turn.get_by_test_id("verdict").inner_text()
     assert "verified" in verdict or "abstained" in verdict

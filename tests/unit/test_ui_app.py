@@ -277,3 +277,24 @@ def test_with_a_token_the_page_answers_only_the_browser_that_opened_its_url(corp
         assert c.post("/api/sessions", json={}).status_code == 201
     with TestClient(create_app(corpus_env, token="s3cret"), base_url="http://127.0.0.1:8124") as c:
         assert c.get("/api/options", headers={"X-UI-Token": "s3cret"}).status_code == 200
+
+
+def test_a_conversation_survives_a_restart_of_rag_ui(corpus_env, models):
+    """The page's conversations are kept on disk: after a restart the tab's session is
+    read back and its turns are the history a follow-up is rephrased with."""
+    url = "http://127.0.0.1:8124"
+    with TestClient(create_app(corpus_env, services=models.services), base_url=url) as first:
+        session = new_session(first)
+        said = ask(first, session, "How do I enable tracing?")["exchange"]
+    saved = corpus_env.data_dir.resolve() / "ui" / "sessions" / f"{session}.json"
+    assert oct(saved.stat().st_mode & 0o777) == "0o600"
+
+    restarted = create_app(corpus_env, services=models.services)
+    with TestClient(restarted, base_url=url) as second:
+        shown = second.get(f"/api/sessions/{session}").json()["exchanges"]
+        assert [e["id"] for e in shown] == [said["id"]]
+        follow_up = ask(second, session, "and how do I turn it off?")["exchange"]
+    assert models.chats["query"].calls  # rephrased, with the restored history
+    assert "How do I enable tracing?" in models.chats["query"].calls[-1][-1].text
+    assert follow_up["history"][0]["content"] == "How do I enable tracing?"
+    assert second.get("/api/sessions/not-a-session-id").status_code == 404
