@@ -7,11 +7,13 @@ import difflib
 import json
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor, IngestReport
+from ingest.watch import watch
 from tools.collection import Collection, drop_collection, list_collections
 from tools.config import Settings
 from tools.models import chat_model, embeddings
@@ -48,6 +50,12 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
         "--rebuild",
         action="store_true",
         help="delete the collection first and ingest PATH from scratch (repairs a damaged one)",
+    )
+    ingest.add_argument(
+        "--watch",
+        action="store_true",
+        help="after ingesting, re-ingest whenever files under PATH change (implies --prune; "
+        "Ctrl-C stops)",
     )
     ingest.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     ingest.set_defaults(run=run_ingest)
@@ -89,7 +97,7 @@ def _options(args: argparse.Namespace, settings: Settings) -> IngestOptions:
             json_id_field=args.json_id_field,
         ),
         derive=args.derive,
-        prune=args.prune,
+        prune=args.prune or args.watch,
         strict=args.strict,
     )
 
@@ -111,6 +119,31 @@ def _print_report(report: IngestReport) -> None:
         print(f"warning: {warning}")
     if r.orphans_removed:
         print(f"cleaned up {r.orphans_removed} vectors left by an interrupted run")
+
+
+def _watch(args: argparse.Namespace, ingestor: Ingestor) -> None:
+    """One line per run of changes, until Ctrl-C."""
+    ingestor.progress = False
+    paths = ", ".join(args.paths)
+    print(f"watching {paths} for changes (Ctrl-C stops)", flush=True)
+
+    def report(changed: set[str], result: IngestReport | Exception) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        if isinstance(result, Exception):
+            print(f"{stamp} {len(changed)} changes: run failed: {result}", flush=True)
+            return
+        r = result
+        print(
+            f"{stamp} {len(changed)} changes: {r.files_indexed} files indexed, "
+            f"{r.files_removed} removed, {r.chunks_added} chunks added, {r.chunks_deleted} "
+            f"deleted, {len(r.skipped)} skipped ({r.seconds:.1f}s)",
+            flush=True,
+        )
+
+    try:
+        watch(args.paths, lambda: ingestor.run(args.paths), report)
+    except KeyboardInterrupt:
+        print("stopped watching", flush=True)
 
 
 def _forget_if_empty(settings: Settings, collection: Collection, new: bool) -> None:
@@ -142,6 +175,10 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
                 llm_factory=lambda: chat_model(settings, "generator"),
             )
             report = ingestor.run(args.paths)
+            if args.watch:
+                _print_report(report)
+                _watch(args, ingestor)
+                return 0
         except (OSError, sqlite3.Error):
             raise  # the store may not be writable now: the user's re-run finishes the job
         except BaseException:  # a model fault, too many records, Ctrl-C...
