@@ -98,6 +98,7 @@ class IngestReport:
     orphans_removed: int = 0
     seconds: float = 0.0
     trace_id: str | None = None
+    version: int | None = None  # the collection version this run made (None: no change)
 
     @property
     def chunks_per_s(self) -> float:
@@ -165,6 +166,7 @@ class Ingestor:
         self.llm_factory = llm_factory
         self.config_hash = options.config_hash(settings.embedding_model)
         self._llm: BaseChatModel | None = None
+        self._version: int | None = None  # the run's version of the collection
 
     def run(self, paths: Sequence[str | Path]) -> IngestReport:
         started = time.perf_counter()
@@ -178,6 +180,7 @@ class Ingestor:
             _exclusive(self.collection),
         ):
             report.orphans_removed = self.collection.remove_orphans()
+            self._version = self.collection.manifest.begin_version()
             with tracing.span(self.settings, "extract_partition") as stage:
                 pending = self._changed(files, report)
                 stage.update(
@@ -213,6 +216,9 @@ class Ingestor:
                 with tracing.span(self.settings, "prune") as stage:
                     self._prune(paths, {source for _, source in files}, report)
                     stage.update(output={"files_removed": report.files_removed})
+            self.collection.manifest.finish_version(self._version)
+            if report.files_indexed or report.files_removed:
+                report.version = self._version
             report.seconds = time.perf_counter() - started
             report.trace_id = getattr(trace, "trace_id", None)
             trace.update(output=report.as_dict())
@@ -362,7 +368,7 @@ class Ingestor:
                 )
                 for d, cs in item.documents
             ]
-            manifest.replace_file(item.record, entries)  # the commit point
+            manifest.replace_file(item.record, entries, self._version)  # the commit point
             new_ids = {c.id for c in item.chunks}
             self.collection.vectors.delete(old_ids - new_ids)
             report.files_indexed += 1
@@ -377,7 +383,7 @@ class Ingestor:
             if file in seen or not any(file == r or file.startswith(r + "/") for r in roots):
                 continue
             old_ids = manifest.chunk_ids_of_file(file)
-            manifest.remove_file(file)
+            manifest.remove_file(file, self._version)
             self.collection.vectors.delete(old_ids)
             report.files_removed += 1
             report.chunks_deleted += len(old_ids)

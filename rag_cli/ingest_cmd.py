@@ -60,15 +60,29 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     ingest.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     ingest.set_defaults(run=run_ingest)
 
-    collections = sub.add_parser("collections", help="list collections with counts and settings")
+    collections = sub.add_parser(
+        "collections",
+        help="list collections with counts and settings; their versions (history, diff)",
+    )
     collections.add_argument("--json", action="store_true")
     collections.set_defaults(run=run_collections)
+    versions = collections.add_subparsers(dest="collections_command", metavar="COMMAND")
+    history = versions.add_parser("history", help="every version of a collection: one per run")
+    history.add_argument("name", metavar="NAME")
+    history.add_argument("--json", action="store_true")
+    history.set_defaults(run=run_history)
+    diff = versions.add_parser("diff", help="files added, changed and removed between versions")
+    diff.add_argument("name", metavar="NAME")
+    diff.add_argument("old", type=int, metavar="V1")
+    diff.add_argument("new", type=int, metavar="V2")
+    diff.add_argument("--json", action="store_true")
+    diff.set_defaults(run=run_diff)
 
     inspect = sub.add_parser("inspect", help="show how a source was chunked")
     inspect.add_argument("source", help="source name as listed in the collection")
     inspect.add_argument("--collection")
     inspect.set_defaults(run=run_inspect)
-    return [ingest, collections, inspect]
+    return [ingest, collections, history, diff, inspect]
 
 
 def _options(args: argparse.Namespace, settings: Settings) -> IngestOptions:
@@ -202,6 +216,66 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(report.as_dict(), indent=2))
     else:
         _print_report(report)
+    return 0
+
+
+def _stamp(seconds: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
+
+
+def run_history(args: argparse.Namespace, settings: Settings) -> int:
+    collection = Collection(settings, args.name)
+    try:
+        rows = collection.manifest.versions()
+    finally:
+        collection.close()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"{args.name}: no recorded versions (ingested before versions were kept)")
+    for row in rows:
+        state = "" if row["finished_at"] else " (interrupted: only these files committed)"
+        print(
+            f"v{row['version']}  {_stamp(row['started_at'])}  {row['added']} added, "
+            f"{row['changed']} changed, {row['removed']} removed{state}"
+        )
+    return 0
+
+
+def run_diff(args: argparse.Namespace, settings: Settings) -> int:
+    collection = Collection(settings, args.name)
+    try:
+        known = {row["version"] for row in collection.manifest.versions()}
+        unknown = [v for v in (args.old, args.new) if v not in known]
+        if unknown:
+            listed = ", ".join(f"v{v}" for v in sorted(known)) or "none"
+            raise ValueError(f"{args.name} has no version {unknown[0]} (versions: {listed})")
+        old, new = collection.manifest.files_at(args.old), collection.manifest.files_at(args.new)
+    finally:
+        collection.close()
+    changes = {
+        "added": {f: new[f][1] for f in sorted(set(new) - set(old))},
+        "removed": {f: old[f][1] for f in sorted(set(old) - set(new))},
+        "changed": {
+            f: [old[f][1], new[f][1]] for f in sorted(set(old) & set(new)) if old[f] != new[f]
+        },
+        "files": [len(old), len(new)],
+        "chunks": [sum(c for _, c in old.values()), sum(c for _, c in new.values())],
+    }
+    if args.json:
+        print(json.dumps(changes, indent=2))
+        return 0
+    print(
+        f"{args.name} v{args.old} -> v{args.new}: files {changes['files'][0]} -> "
+        f"{changes['files'][1]}, chunks {changes['chunks'][0]} -> {changes['chunks'][1]}"
+    )
+    for f, chunks in changes["added"].items():
+        print(f"  + {f} ({chunks} chunks)")
+    for f, (before, after) in changes["changed"].items():
+        print(f"  ~ {f} ({before} -> {after} chunks)")
+    for f, chunks in changes["removed"].items():
+        print(f"  - {f} ({chunks} chunks)")
     return 0
 
 

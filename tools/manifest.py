@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.documents import Chunk
+from tools.documents import Chunk, short_hash
 
 SCHEMA_VERSION = 1  # bump when the tables below change in a way old code cannot read
 _SCHEMA = """
@@ -38,6 +38,13 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, chunk_index);
+CREATE TABLE IF NOT EXISTS versions (
+    version INTEGER PRIMARY KEY AUTOINCREMENT, started_at REAL NOT NULL, finished_at REAL
+);
+CREATE TABLE IF NOT EXISTS version_files (
+    version INTEGER NOT NULL, file TEXT NOT NULL, action TEXT NOT NULL,
+    content_hash TEXT NOT NULL, chunks INTEGER NOT NULL, PRIMARY KEY (version, file)
+);
 CREATE TABLE IF NOT EXISTS pending_vectors (
     model TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (model, text_hash)
@@ -167,9 +174,28 @@ class Manifest:
                 (record.file, record.size, record.mtime_ns, record.config_hash, time.time()),
             )
 
-    def replace_file(self, record: FileRecord, documents: Iterable[DocumentEntry]) -> None:
-        """Atomically swap everything known about ``record.file`` for ``documents``."""
+    def replace_file(
+        self,
+        record: FileRecord,
+        documents: Iterable[DocumentEntry],
+        version: int | None = None,
+    ) -> None:
+        """Atomically swap everything known about ``record.file`` for ``documents``, and
+        record the change in ``version`` (an ingestion run's) in the same transaction."""
+        documents = list(documents)
         with self._transaction() as db:
+            existed = db.execute("SELECT 1 FROM files WHERE file = ?", (record.file,)).fetchone()
+            if version is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO version_files VALUES (?, ?, ?, ?, ?)",
+                    (
+                        version,
+                        record.file,
+                        "changed" if existed else "added",
+                        short_hash("file", *sorted(d.file_hash for d in documents)),
+                        sum(len(d.chunks) for d in documents),
+                    ),
+                )
             self._delete_file(db, record.file)
             self._bump(db)
             db.execute(
@@ -206,10 +232,57 @@ class Manifest:
                     ],
                 )
 
-    def remove_file(self, file: str) -> None:
+    def remove_file(self, file: str, version: int | None = None) -> None:
         with self._transaction() as db:
+            if version is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO version_files VALUES (?, ?, 'removed', '', 0)",
+                    (version, file),
+                )
             self._delete_file(db, file)
             self._bump(db)
+
+    # --- versions: one per ingestion run that changed something ------------------------
+    def begin_version(self) -> int:
+        with self._transaction() as db:
+            cursor = db.execute("INSERT INTO versions (started_at) VALUES (?)", (time.time(),))
+            return int(cursor.lastrowid or 0)
+
+    def finish_version(self, version: int) -> None:
+        """Close a run's version; a run that changed nothing leaves no version behind."""
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM version_files WHERE version = ?", (version,)).fetchone():
+                db.execute(
+                    "UPDATE versions SET finished_at = ? WHERE version = ?", (time.time(), version)
+                )
+            else:
+                db.execute("DELETE FROM versions WHERE version = ?", (version,))
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every version, oldest first, with what it changed (an interrupted run's version
+        has ``finished_at`` None and lists the files it committed before it stopped)."""
+        rows = self._db.execute(
+            "SELECT v.version, v.started_at, v.finished_at, "
+            "SUM(f.action = 'added'), SUM(f.action = 'changed'), SUM(f.action = 'removed') "
+            "FROM versions v JOIN version_files f ON f.version = v.version "
+            "GROUP BY v.version ORDER BY v.version"
+        )
+        keys = ("version", "started_at", "finished_at", "added", "changed", "removed")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    def files_at(self, version: int) -> dict[str, tuple[str, int]]:
+        """What the collection held after ``version``: {file: (content hash, chunks)}."""
+        held: dict[str, tuple[str, int]] = {}
+        for file, action, content_hash, chunks in self._db.execute(
+            "SELECT file, action, content_hash, chunks FROM version_files WHERE version <= ? "
+            "ORDER BY version",
+            (version,),
+        ):
+            if action == "removed":
+                held.pop(file, None)
+            else:
+                held[file] = (content_hash, chunks)
+        return held
 
     @staticmethod
     def _delete_file(db: sqlite3.Connection, file: str) -> None:

@@ -186,11 +186,11 @@ def test_failed_commit_leaves_uncommitted_files_as_before_and_rerun_completes(
     calls: list[str] = []
     real_replace = Manifest.replace_file
 
-    def failing_replace(self, record, documents):
+    def failing_replace(self, record, documents, version=None):
         calls.append(record.file)
         if len(calls) == 2:
             raise DiskFull("database or disk is full")
-        return real_replace(self, record, documents)
+        return real_replace(self, record, documents, version)
 
     monkeypatch.setattr(Manifest, "replace_file", failing_replace)
     with pytest.raises(DiskFull):

@@ -345,3 +345,38 @@ def test_one_progress_bar_for_the_whole_embedding(capsys, stub, corpus, monkeypa
     bars = {line.split(":")[0].strip() for line in err.replace("\r", "\n").splitlines()}
     assert {b for b in bars if b.startswith("embed")} == {"embed and commit 3 files"}, bars
     assert "committed=3/3 files" in err
+
+
+def test_every_run_that_changes_files_is_a_version_with_history_and_diff(capsys, stub, corpus):
+    first = ingest_json(capsys, corpus)
+    assert first["version"] == 1
+    assert ingest_json(capsys, corpus)["version"] is None  # nothing changed: no version
+    pages = sorted(corpus.iterdir())
+    pages[0].write_text(pages[0].read_text() + "\n\nA new paragraph about embeddings.\n")
+    pages[1].unlink()
+    (corpus / "new.md").write_text("# New\n\nA page added later.\n")
+    second = ingest_json(capsys, corpus, "--prune")
+    assert second["version"] > first["version"]
+
+    code, out, _ = rag(capsys, "collections", "history", "docs", "--json")
+    history = json.loads(out)
+    assert code == 0 and [v["version"] for v in history] == [1, second["version"]]
+    assert (history[0]["added"], history[0]["changed"], history[0]["removed"]) == (
+        len(PAGES),
+        0,
+        0,
+    )
+    assert (history[1]["added"], history[1]["changed"], history[1]["removed"]) == (1, 1, 1)
+    assert all(v["finished_at"] for v in history)
+
+    code, out, _ = rag(capsys, "collections", "diff", "docs", "1", str(second["version"]), "--json")
+    diff = json.loads(out)
+    assert list(diff["added"]) == ["corpus/new.md"] and list(diff["removed"]) == [
+        f"corpus/{pages[1].name}"
+    ]
+    assert list(diff["changed"]) == [f"corpus/{pages[0].name}"]
+    assert diff["files"] == [len(PAGES), len(PAGES)]
+    code, _, err = rag(capsys, "collections", "diff", "docs", "1", "99")
+    assert code == 2 and "no version 99" in err
+    code, out, _ = rag(capsys, "collections", "history", "docs")
+    assert out.startswith("v1  ") and "1 added, 1 changed, 1 removed" in out

@@ -232,8 +232,8 @@ KILLER = textwrap.dedent(
     pipeline.GROUP_CHUNKS = 1
     real = Manifest.replace_file
     commits = []
-    def replace_then_die(self, record, documents):
-        real(self, record, documents)
+    def replace_then_die(self, record, documents, version=None):
+        real(self, record, documents, version)
         commits.append(record.file)
         if len(commits) == 3:  # killed between a commit and its vector clean-up
             os.kill(os.getpid(), signal.SIGKILL)
