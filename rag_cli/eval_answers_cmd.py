@@ -99,10 +99,14 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         log = Path(args.out) / "answers.items.jsonl"
         log.unlink(missing_ok=True)
+    asked = Collection(settings, collection)
+    version = asked.manifest.version()  # the collection as it was answered from
+    asked.close()
     report = evaluate_answers(settings, items, judge=args.judge, log=log, services=args.services)
     report |= {
         "dataset": dataset,
         "collection": collection,
+        "collection_version": version,
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "settings": settings.model_dump(mode="json"),
     }

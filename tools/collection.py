@@ -262,6 +262,7 @@ class Collection:
         return {
             "name": self.name,
             **self.manifest.stats(),
+            "version": self.manifest.version(),
             "vectors": self.vectors.count(),
             **self.manifest.meta(),
         }

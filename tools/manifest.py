@@ -270,6 +270,11 @@ class Manifest:
         keys = ("version", "started_at", "finished_at", "added", "changed", "removed")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
+    def version(self) -> int | None:
+        """The latest version that changed files (None: none recorded yet)."""
+        row = self._db.execute("SELECT MAX(version) FROM version_files").fetchone()
+        return row[0] if row else None
+
     def files_at(self, version: int) -> dict[str, tuple[str, int]]:
         """What the collection held after ``version``: {file: (content hash, chunks)}."""
         held: dict[str, tuple[str, int]] = {}
