@@ -43,6 +43,8 @@ VERDICT_KEYS = (
     "missing",
     "citations",
     "citations_needed",
+    "form",
+    "threshold",
 )
 # an answer counts as right when its token F1 against a gold answer reaches this
 RIGHT_F1 = 0.5
