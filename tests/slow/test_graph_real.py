@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from evaluation import guard as guard_bench
 from graph import build_graph, config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.collection import Collection
@@ -130,3 +131,24 @@ def test_first_hour_questions_keep_their_page_and_are_answered(data_dir, questio
     assert out["outcome"] != "abstained", (out["queries"], out["answer"])
     if out["outcome"] == "verified":
         assert cited(out) & pages, out["citations"]
+
+
+GUARDED = {
+    "guard": "refuse",
+    "guard_domain": guard_bench.DOMAIN,
+    "guard_blocked": guard_bench.BLOCKED,
+}
+
+
+def ask_guarded(data_dir, question):
+    return build_graph().invoke(
+        {"question": question}, config_for(data_dir=data_dir, **RUN, **GUARDED)
+    )
+
+
+def test_the_guard_runs_on_the_local_model_and_lets_an_on_topic_question_through(data_dir):
+    # The 1.5B query model rarely refuses anything (rag eval guard: refusal recall 5.6%),
+    # so off-topic refusals are not asserted here; see docs_corpus/topic-guard.md.
+    out = ask_guarded(data_dir, "How do I run the server?")
+    assert out["guard"]["verdict"] == "allowed", out["guard"]
+    assert "retrieve" in out["timings"]
