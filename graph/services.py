@@ -105,8 +105,20 @@ class Services:
         return self._models.get(embeddings_key(settings), lambda: self._embed(settings))
 
     def reranker(self, settings: Settings) -> Reranker | None:
-        query_model = self.llm(settings, "query") if settings.rerank == "llm" else None
-        return make_reranker(settings, query_model)
+        """Built once per configuration, like the models: a cross-encoder loads weights."""
+        if settings.rerank == "none":
+            return None
+        uses_llm = settings.rerank == "llm"
+        query_model = self.llm(settings, "query") if uses_llm else None
+        key = (
+            "reranker",
+            settings.rerank,
+            settings.rerank_model,
+            settings.llm_max_retries,
+            settings.llm_timeout_s,
+            chat_key(settings, "query") if uses_llm else None,
+        )
+        return self._models.get(key, lambda: make_reranker(settings, query_model))
 
     def collection(self, settings: Settings, name: str, *, reopen: bool = False) -> Collection:
         """The process's handle on a collection, opened again when it is outdated: a
