@@ -41,7 +41,7 @@ T = TypeVar("T")
 V = TypeVar("V")
 STALE_ATTEMPTS = 3
 STALE_BACKOFF_S = 0.1
-MODELS_KEPT = 8  # distinct chat models (role specs x settings) held at once
+MODELS_KEPT = 8  # chat models (per role), embedders and rerankers held at once
 COLLECTIONS_KEPT = 32  # open collection handles
 
 
@@ -69,9 +69,6 @@ class _Bounded(Generic[V]):
     def peek(self, key: Hashable) -> V | None:
         with self.lock:
             return self._items.get(key)
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 def question_embeddings(settings: Settings) -> Embeddings:
