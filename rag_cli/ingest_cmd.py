@@ -163,7 +163,7 @@ def _watch(args: argparse.Namespace, ingestor: Ingestor) -> None:
 def _forget_if_empty(settings: Settings, collection: Collection, new: bool) -> None:
     """A first ingestion that stored no chunk (every file skipped, a model that failed,
     Ctrl-C before the first commit) leaves no empty collection behind."""
-    if new and not collection.committed_ids():
+    if new and not collection.manifest.chunk_count():
         collection.close()
         drop_collection(settings, collection.name)
 

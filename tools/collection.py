@@ -1,4 +1,5 @@
-"""A named collection: the manifest (what is committed), Chroma vectors, and BM25.
+"""A named collection: the manifest (what is committed, with its BM25 index), and Chroma
+vectors.
 
 Ingestion writes through this class; retrieval reads through it. Reads only ever
 return chunks the manifest lists, which is what makes an interrupted ingestion
@@ -15,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import re
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from tools.config import COLLECTION_NAME, ConfigError, Settings
 from tools.documents import Chunk
-from tools.keyword_index import TOKENIZER_VERSION, KeywordIndex
+from tools.keyword_index import TOKENIZER_VERSION
 from tools.manifest import SCHEMA_VERSION, Manifest
 from tools.vector_store import ChromaChunkStore, chroma_client, drop_vectors, store_started
 
@@ -36,6 +36,9 @@ CHECK_ATTEMPTS = 3  # a concurrent ingestion can commit between the two reads of
 # were not enough when 12 back-to-back ingestions of a small corpus ran beside 4 readers)
 READ_ATTEMPTS = 8
 READ_BACKOFF_S = 0.01
+# committed ids an open checks for a vector: a sample, so that opening costs the same at
+# a million chunks as at ten (an ingestion compares every id when it removes orphans)
+CHECK_SAMPLE = 64
 T = TypeVar("T")
 
 
@@ -128,8 +131,6 @@ class Collection:
         self.vectors = ChromaChunkStore(
             chroma_client(settings, fresh=fresh_store), self.name, settings.hnsw_ef_search
         )
-        self._cache_lock = threading.Lock()
-        self._cache: tuple[int, set[str], KeywordIndex] | None = None
         self.check()
 
     def close(self) -> None:
@@ -174,13 +175,17 @@ class Collection:
                 )
         for _ in range(CHECK_ATTEMPTS):
             generation = self.manifest.generation()
-            missing = self.manifest.chunk_ids() - self.vectors.ids()
-            if not missing or self.manifest.generation() == generation:
+            missing = self.manifest.chunk_count() - self.vectors.count()
+            if missing <= 0:
+                sample = self.manifest.sample_ids(CHECK_SAMPLE)
+                missing = len(set(sample) - set(self.vectors.vectors_for_ids(sample)))
+            if missing <= 0 or self.manifest.generation() == generation:
                 break
-        if missing:
+        if missing > 0:
             raise CollectionError(
-                f"collection {self.name!r}: {len(missing)} committed chunks have no vector in "
-                "the Chroma store (it was damaged, replaced or deleted); " + rebuild_hint(self.name)
+                f"collection {self.name!r}: at least {missing} committed chunks have no vector "
+                "in the Chroma store (it was damaged, replaced or deleted); "
+                + rebuild_hint(self.name)
             )
 
     def bind_embedding(self, spec: str, dimension: int) -> None:
@@ -205,14 +210,6 @@ class Collection:
             )
 
     # --- read side -------------------------------------------------------------------------
-    def _snapshot(self) -> tuple[set[str], KeywordIndex]:
-        generation = self.manifest.generation()
-        with self._cache_lock:
-            if self._cache is None or self._cache[0] != generation:
-                ids, tokens = self.manifest.tokens()
-                self._cache = (generation, set(ids), KeywordIndex(ids, tokens))
-            return self._cache[1], self._cache[2]
-
     def stable_read(
         self, read: Callable[[], T], consistent: Callable[[T], bool] = lambda _: True
     ) -> T:
@@ -234,24 +231,23 @@ class Collection:
                 time.sleep(min(READ_BACKOFF_S * 2**attempt, 0.5))
         return result
 
-    def committed_ids(self) -> set[str]:
-        return self._snapshot()[0]
-
     def dense_search(
         self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None
     ) -> list[tuple[Chunk, float]]:
         """Nearest committed chunks with their cosine distance (0 = same direction)."""
-        committed = self.committed_ids()
         hits = self.vectors.search(vector, k, where)
+        committed = self.manifest.committed(chunk.id for chunk, _ in hits)
         return [(chunk, dist) for chunk, dist in hits if chunk.id in committed]
 
     def keyword_search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
-        hits = self._snapshot()[1].search(query, k)
+        hits = self.manifest.keywords.search(query, k)
         chunks = self.manifest.chunks(cid for cid, _ in hits)
         return [(chunks[cid], score) for cid, score in hits if cid in chunks]
 
     def keyword_scores(self, query: str, ids: Sequence[str]) -> dict[str, float]:
-        return self._snapshot()[1].scores(query, ids)
+        """BM25 score of each of ``ids`` (0 for an unknown id), however low it ranks."""
+        rows = self.manifest.tokens_of(ids)
+        return dict.fromkeys(ids, 0.0) | self.manifest.keywords.score(query, rows)
 
     def neighbours(self, chunk: Chunk, before: int, after: int) -> list[Chunk]:
         return self.manifest.neighbours(

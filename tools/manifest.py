@@ -1,10 +1,12 @@
 """The collection manifest: the single source of truth for what is committed.
 
 A SQLite file per collection records every ingested file, its documents and their
-chunks (text and BM25 tokens). Vector-store writes happen *before* a file's
-manifest transaction and deletions *after* it, so the manifest commit is the one
-atomic step: readers only trust chunk ids the manifest lists, and vectors of an
-interrupted run are orphans that the next run removes.
+chunks (text and BM25 tokens), and holds the keyword index over those tokens
+(``tools.keyword_index``), which triggers keep in the same transactions.
+Vector-store writes happen *before* a file's manifest transaction and deletions
+*after* it, so the manifest commit is the one atomic step: readers only trust chunk
+ids the manifest lists, and vectors of an interrupted run are orphans that the next
+run removes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.documents import Chunk, short_hash
+from tools.keyword_index import KeywordIndex, prepare
 
 SCHEMA_VERSION = 1  # bump when the tables below change in a way old code cannot read
 _SCHEMA = """
@@ -87,6 +90,8 @@ class Manifest:
         problem = self._db.execute("PRAGMA quick_check").fetchone()[0]
         if problem != "ok":  # damaged pages would otherwise surface mid-question, or never
             raise sqlite3.DatabaseError(f"integrity check failed: {problem}")
+        prepare(self._db)
+        self.keywords = KeywordIndex(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -300,23 +305,40 @@ class Manifest:
 
     # --- chunks -----------------------------------------------------------------------------
     def chunk_ids(self) -> set[str]:
+        """Every committed id: O(chunks), for maintenance and tests, never per question."""
         return {r[0] for r in self._db.execute("SELECT id FROM chunks")}
 
-    def tokens(self) -> tuple[list[str], list[list[str]]]:
-        rows = self._db.execute("SELECT id, tokens FROM chunks ORDER BY id").fetchall()
-        return [r[0] for r in rows], [r[1].split() for r in rows]
+    def chunk_count(self) -> int:
+        return int(self._db.execute("SELECT chunks FROM chunk_totals").fetchone()[0])
 
-    def chunks(self, ids: Iterable[str]) -> dict[str, Chunk]:
+    def _select_in(self, sql: str, ids: Iterable[str], *params: Any) -> Iterator[tuple]:
+        """Rows of ``sql`` (its ``{ids}`` an IN list), in batches under SQLite's
+        variable limit."""
         ids = list(ids)
-        out: dict[str, Chunk] = {}
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            for cid, text, meta in self._db.execute(
-                f"SELECT id, text, metadata FROM chunks WHERE id IN ({marks})", part
-            ):
-                out[cid] = Chunk.from_metadata(text, json.loads(meta))
-        return out
+            yield from self._db.execute(sql.format(ids=",".join("?" * len(part))), [*params, *part])
+
+    def committed(self, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` are committed chunks."""
+        return {r[0] for r in self._select_in("SELECT id FROM chunks WHERE id IN ({ids})", ids)}
+
+    def tokens_of(self, ids: Iterable[str]) -> list[tuple[str, str]]:
+        """(id, stored BM25 tokens) of those of ``ids`` that are committed."""
+        return list(self._select_in("SELECT id, tokens FROM chunks WHERE id IN ({ids})", ids))
+
+    def sample_ids(self, n: int) -> list[str]:
+        """Up to ``n`` committed ids from a random place, without reading them all."""
+        rows = self._db.execute(
+            "SELECT id FROM chunks WHERE rowid >= "
+            "(SELECT ABS(RANDOM()) % (MAX(rowid) + 1) FROM chunks) ORDER BY rowid LIMIT ?",
+            (n,),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def chunks(self, ids: Iterable[str]) -> dict[str, Chunk]:
+        rows = self._select_in("SELECT id, text, metadata FROM chunks WHERE id IN ({ids})", ids)
+        return {cid: Chunk.from_metadata(text, json.loads(meta)) for cid, text, meta in rows}
 
     def chunks_of_source(self, source: str) -> list[Chunk]:
         rows = self._db.execute(
@@ -339,18 +361,13 @@ class Manifest:
     # here as they arrive, so an interrupted run loses no embedding work and the next run
     # resumes. They are not chunks (no reader sees them) and go once the run commits.
     def pending_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, list[float]]:
-        hashes = list(dict.fromkeys(hashes))
-        out: dict[str, list[float]] = {}
-        for start in range(0, len(hashes), 500):
-            part = hashes[start : start + 500]
-            marks = ",".join("?" * len(part))
-            for text_hash, blob in self._db.execute(
-                "SELECT text_hash, vector FROM pending_vectors "
-                f"WHERE model = ? AND text_hash IN ({marks})",
-                [model, *part],
-            ):
-                out[text_hash] = array("f", blob).tolist()
-        return out
+        rows = self._select_in(
+            "SELECT text_hash, vector FROM pending_vectors "
+            "WHERE model = ? AND text_hash IN ({ids})",
+            dict.fromkeys(hashes),
+            model,
+        )
+        return {text_hash: array("f", blob).tolist() for text_hash, blob in rows}
 
     def keep_pending_vectors(self, model: str, vectors: dict[str, list[float]]) -> None:
         with self._transaction() as db:
@@ -368,5 +385,5 @@ class Manifest:
         return {
             "files": one("SELECT COUNT(*) FROM files").fetchone()[0],
             "documents": one("SELECT COUNT(*) FROM documents").fetchone()[0],
-            "chunks": one("SELECT COUNT(*) FROM chunks").fetchone()[0],
+            "chunks": self.chunk_count(),
         }

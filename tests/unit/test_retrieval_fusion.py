@@ -8,7 +8,6 @@ import pytest
 
 from tools.config import load_settings
 from tools.documents import Chunk
-from tools.keyword_index import KeywordIndex, tokenize
 from tools.retrieval import HybridRetriever
 
 
@@ -55,16 +54,6 @@ def test_a_candidate_missing_from_one_index_keeps_its_real_score_there():
         {"a.md": 0.0, "b.md": 0.4, "c.md": 0.2}
     )
     assert report.candidates == 3 and report.closest_distance == 0.0
-
-
-def test_keyword_scores_match_search_and_zero_unknown_ids():
-    texts = [A.text, B.text, C.text, "apples and cherries"]
-    ids = ["a", "b", "c", "d"]
-    index = KeywordIndex(ids, [tokenize(t) for t in texts])
-    ranked = dict(index.search("apples cherries", 4))
-    scored = index.scores("apples cherries", ["a", "c", "d", "b", "nope"])
-    assert {k: v for k, v in scored.items() if k in ranked} == pytest.approx(ranked)
-    assert scored["b"] == 0.0 and scored["nope"] == 0.0
 
 
 def test_every_retriever_setting_has_a_factory_and_back():

@@ -6,9 +6,11 @@ from __future__ import annotations
 import errno
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,22 @@ def ingest(settings, paths, name="docs", embedder=None):
 def state(col: Collection) -> tuple:
     """Everything a reader can see, to compare a repaired collection with a clean one."""
     return col.manifest.stats(), col.manifest.chunk_ids(), col.vectors.ids()
+
+
+def assert_halves_agree(col: Collection) -> None:
+    """Every committed chunk is in both the keyword and the dense half; neither finds
+    anything uncommitted (the vectors an interrupted run left are never returned)."""
+    col.manifest._db.execute(  # FTS5's check that its index holds exactly the chunk rows
+        "INSERT INTO chunk_terms(chunk_terms, rank) VALUES ('integrity-check', 1)"
+    )
+    committed = col.manifest.chunk_ids()
+    assert col.manifest.chunk_count() == len(committed)
+    for cid, chunk in col.manifest.chunks(committed).items():
+        assert cid in {c.id for c, _ in col.keyword_search(chunk.text, len(committed))}
+    assert col.vectors.ids() >= committed
+    orphans = col.vectors.vectors_for_ids(list(col.vectors.ids() - committed))
+    for vector in orphans.values():
+        assert {c.id for c, _ in col.dense_search(vector, 5)} <= committed
 
 
 def assert_like_clean(settings, col, paths):
@@ -251,10 +269,61 @@ def test_killed_ingestion_then_rerun_matches_a_clean_run(settings, corpus, tmp_p
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
     col = Collection(settings, "docs")
     assert len(col.manifest.files()) == 3  # whole files only
-    assert col.vectors.ids() >= col.manifest.chunk_ids()
+    assert_halves_agree(col)
     report, col = ingest(settings, [corpus])
     assert report.files_unchanged == 3 and report.files_indexed == 3
     assert_like_clean(settings, col, [corpus])
+
+
+RUNNER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {repo!r})
+    from ingest import pipeline
+    from tests.fakes import HashEmbeddings
+    from tests.unit.test_storage_faults import OPTIONS
+    from tools.collection import Collection
+    from tools.config import load_settings
+
+    pipeline.GROUP_CHUNKS = 1
+    settings = load_settings({{"data_dir": {data!r}}})
+    col = Collection(settings, "docs", create=True)
+    pipeline.Ingestor(settings, col, HashEmbeddings(), OPTIONS, progress=False).run([{corpus!r}])
+    """
+)
+
+
+@pytest.mark.parametrize("commits", [1, 4, 9])
+def test_kill_9_at_any_point_leaves_both_halves_consistent(settings, tmp_path, commits):
+    """SIGKILL from outside, after a given number of file commits, wherever the run then is
+    (embedding, writing vectors, inside a manifest transaction, deleting old vectors)."""
+    pages = {f"p{i:02d}.md": f"# Page {i}\n\nWord{i} and subject{i % 5}.\n" for i in range(30)}
+    corpus = write_tree(tmp_path / "many", pages)
+    script = RUNNER.format(repo=str(REPO), data=str(settings.data_dir), corpus=str(corpus))
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stderr=subprocess.PIPE)
+    manifest = settings.data_dir / "collections" / "docs.sqlite"
+    try:
+        while proc.poll() is None and _committed_files(manifest) < commits:
+            time.sleep(0.005)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    SharedSystemClient.clear_system_cache()  # as a new process would open the files
+    col = Collection(settings, "docs")
+    assert 0 < len(col.manifest.files()) < len(pages)
+    assert_halves_agree(col)
+    report, col = ingest(settings, [corpus])
+    assert report.files_unchanged + report.files_indexed == len(pages)
+    assert_halves_agree(col)
+
+
+def _committed_files(manifest: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{manifest}?mode=ro", uri=True, timeout=1) as db:
+            return db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet, or locked for a moment
+        return 0
 
 
 # --- remote embedding failures -----------------------------------------------------------
