@@ -249,6 +249,10 @@ class Collection:
         rows = self.manifest.tokens_of(ids)
         return dict.fromkeys(ids, 0.0) | self.manifest.keywords.score(query, rows)
 
+    def chunk_tokens(self, ids: Sequence[str]) -> dict[str, list[str]]:
+        """The stored BM25 tokens of those of ``ids`` that are committed."""
+        return {cid: tokens.split() for cid, tokens in self.manifest.tokens_of(ids)}
+
     def neighbours(self, chunk: Chunk, before: int, after: int) -> list[Chunk]:
         return self.manifest.neighbours(
             chunk.doc_id, max(0, chunk.chunk_index - before), chunk.chunk_index + after

@@ -186,8 +186,13 @@ class HybridRetriever:
 
     def _deduplicate(self, passages: list[Passage], report: RetrievalReport) -> list[Passage]:
         kept: list[tuple[Passage, set[str]]] = []
+        # a plain chunk's stored BM25 tokens are its text's: stemming them again cost more
+        # than the rest of retrieval together at 100k chunks (bench/bench_scale.py)
+        stored = self.collection.chunk_tokens(
+            [p.chunk_ids[0] for p in passages if p.kind == "chunk"]
+        )
         for passage in passages:
-            tokens = set(tokenize(passage.text))
+            tokens = set(stored.get(passage.chunk_ids[0]) or tokenize(passage.text))
             twin = next(
                 (
                     p

@@ -121,24 +121,24 @@ def test_thread_wait_stream_and_follow_up(server):
     run(scenario())
 
 
+LINES = ("--splitter", "lines", "--chunk-size", "1", "--overlap", "0")
+
+
 def test_rag_ingest_from_a_shell_reaches_the_running_server(server, server_env, tmp_path):
     """`rag ingest` is another process: the server must see its commits (a new collection,
     then a changed file) without a restart."""
 
-    def ingest(text: str) -> None:
+    def ingest(text: str, *options: str) -> None:
         (tmp_path / "notes.md").write_text(f"# Release notes\n\n{text}\n")
         subprocess.run(
-            [RAG, "ingest", str(tmp_path), "--collection", "notes"],
+            [RAG, "ingest", str(tmp_path), "--collection", "notes", *options],
             env=server_env,
             check=True,
             capture_output=True,
         )
 
-    def ask() -> dict:
-        body = {
-            "assistant_id": "rag",
-            "input": {"question": "What is the release codename?", "collection": "notes"},
-        }
+    def ask(question: str = "What is the release codename?") -> dict:
+        body = {"assistant_id": "rag", "input": {"question": question, "collection": "notes"}}
         response = server.http.post("/runs/wait", json=body, timeout=180)
         assert response.status_code == 200, response.text
         return response.json()
@@ -152,6 +152,30 @@ def test_rag_ingest_from_a_shell_reaches_the_running_server(server, server_env, 
     # the passage changed with the file (before, this question failed: Chroma's
     # "Error finding id" for the replaced chunk's vector)
     assert second["retrieval"]["closest_distance"] != first["retrieval"]["closest_distance"]
+
+    # 10,000 new chunks (one per line) from the shell, one of them the answer: the next
+    # question finds it. Nothing is rebuilt in the server: the keyword index is on disk
+    # in the manifest, which the ingestion committed to.
+    bulk = tmp_path / "bulk"
+    bulk.mkdir()
+    for n in range(10):
+        lines = [
+            f"Line {n}-{i} of the archive holds record number {n * 1000 + i}." for i in range(1000)
+        ]
+        if n == 7:
+            lines[500] = "The release mascot is a grey heron called Quillfeather."
+        (bulk / f"archive{n}.txt").write_text("\n".join(lines) + "\n")
+    ingest("The release codename is Marlin. It ships in May.", *LINES)
+    thread = server.http.post("/threads", json={}).json()["thread_id"]
+    question = {"question": "What is the release mascot called?", "collection": "notes"}
+    third = server.http.post(
+        f"/threads/{thread}/runs/wait",
+        json={"assistant_id": "rag", "input": question},
+        timeout=180,
+    ).json()
+    assert third["error"] is None, third["error"]
+    passages = server.http.get(f"/threads/{thread}/state").json()["values"]["passages"]
+    assert any(p["source"].endswith("archive7.txt") for p in passages), passages
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,9 @@ def test_duplicates_are_listed_with_their_twin():
         def keyword_scores(self, query, ids):
             return {i: 0.0 for i in ids}
 
+        def chunk_tokens(self, ids):  # the stored tokens, as the manifest keeps them
+            return {c.id: c.text.split() for c in (one, twin) if c.id in ids}
+
     class Embed:
         def embed_documents(self, texts):
             return [[1.0, 0.0] for _ in texts]

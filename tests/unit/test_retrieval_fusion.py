@@ -36,6 +36,9 @@ class StubIndex:
     def keyword_scores(self, query, ids):
         return {i: BM25[i] for i in ids}
 
+    def chunk_tokens(self, ids):
+        return {}
+
 
 class UnitQuery:
     def embed_documents(self, texts):

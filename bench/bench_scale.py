@@ -1,0 +1,313 @@
+"""Retrieval at scale: the store, not the embedder, at 10k, 100k and 1M chunks.
+
+    .venv/bin/python bench/bench_scale.py [--sizes 10000,100000,1000000]
+        [--baseline-max 100000] [--baseline-rev 07cad40] [--queries 60] [--json]
+
+Chunk texts are real sentences (CACM abstracts and SQuAD passages from
+``eval_data_dir``), shuffled and recombined 3-6 at a time until the size is reached.
+Vectors come from a fixed random projection of each chunk's stemmed words (384-d, like
+MiniLM), so building a million chunks takes minutes and the figures measure Chroma and
+the keyword index, not the model. Each collection is written through the product's own
+commit path (vectors first, then one manifest transaction per 1,000-chunk "file") and
+cached under ``--cache`` between runs with its ingest time.
+
+Per size, a fresh process per implementation opens the collection and runs the
+queries (CACM topics and SQuAD questions) through the product's HybridRetriever,
+reporting open time, the first query (the baseline builds its in-memory index there),
+p50/p95 of dense search, keyword search (top k and the scores of every candidate),
+fusion (the rest: stored vectors, normalisation, deduplication) and their total,
+query embedding excluded, and the process's RSS at the end. The real embedder's
+query time is measured once and reported on its own.
+
+The baseline is the same code at ``--baseline-rev`` (the last commit with the
+in-memory rank-bm25 index), extracted with ``git archive`` and put first on the
+child's ``PYTHONPATH``; it runs up to ``--baseline-max`` chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+# after PYTHONPATH: a baseline child puts the baseline's code first there
+sys.path.append(str(REPO))
+
+DIM, BUCKETS, PART = 384, 1 << 15, 1000
+COLLECTION = "scale"
+
+
+def sentences(data: Path) -> list[str]:
+    """Real English sentences: CACM abstracts and SQuAD 2.0 dev passages."""
+    found: list[str] = []
+    with (data / "cacm" / "cacm.json").open(encoding="utf-8") as fh:
+        for line in fh:
+            found += re.split(r"(?<=[.!?])\s+", json.loads(line)["contents"])
+    squad = json.loads((data / "squad2-dev" / "dev-v2.0.json").read_text(encoding="utf-8"))
+    for article in squad["data"]:
+        for paragraph in article["paragraphs"]:
+            found += re.split(r"(?<=[.!?])\s+", paragraph["context"])
+    return [s.strip() for s in found if len(s.split()) >= 5]
+
+
+def queries(data: Path, n: int) -> list[str]:
+    from evaluation.datasets import parse_trec_topics
+
+    topics = parse_trec_topics((data / "cacm" / "topics.cacm.txt").read_text(encoding="utf-8"))
+    cacm = list(topics.values())
+    squad = json.loads((data / "squad2-dev" / "dev-v2.0.json").read_text(encoding="utf-8"))
+    questions = [q["question"] for a in squad["data"] for p in a["paragraphs"] for q in p["qas"]]
+    rng = random.Random(1)
+    picked = rng.sample([q for q in cacm if q], min(n // 2, len(cacm)))
+    return picked + rng.sample(questions, n - len(picked))
+
+
+class Projection:
+    """A fixed random projection of stemmed words into 384 dims: texts that share words
+    are close, as with a real embedder, at no model cost."""
+
+    def __init__(self) -> None:
+        self._matrix = np.random.default_rng(0).standard_normal((BUCKETS, DIM), np.float32)
+
+    def vectors(self, token_lists: list[list[str]]) -> np.ndarray:
+        out = np.zeros((len(token_lists), DIM), np.float32)
+        for row, tokens in enumerate(token_lists):
+            buckets = [hash_bucket(t) for t in tokens] or [0]
+            out[row] = self._matrix[buckets].sum(axis=0)
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+    # the LangChain Embeddings methods HybridRetriever calls
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        from tools.keyword_index import tokenize
+
+        return self.vectors([tokenize(t) for t in texts]).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def hash_bucket(token: str) -> int:
+    # not hash(): it is salted per process, and the collection outlives the process
+    return zlib.crc32(token.encode()) % BUCKETS
+
+
+def chunk_texts(pool: list[str], n: int) -> Iterator[str]:
+    rng = random.Random(n)
+    for _ in range(n):
+        yield " ".join(rng.sample(pool, rng.randint(3, 6)))
+
+
+def build(folder: Path, size: int, pool: list[str]) -> dict:
+    """Write ``size`` chunks through the product's commit path; cached by ``built.json``."""
+    done = folder / "built.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    from tools.collection import Collection
+    from tools.config import load_settings
+    from tools.documents import Chunk
+    from tools.keyword_index import tokenize
+    from tools.manifest import DocumentEntry, FileRecord
+
+    settings = load_settings({"data_dir": folder})
+    col = Collection(settings, COLLECTION, create=True)
+    projection = Projection()
+    started, texts = time.perf_counter(), chunk_texts(pool, size)
+    for part in range(0, size, PART):
+        name = f"part{part // PART:05d}.txt"
+        batch = [next(texts) for _ in range(min(PART, size - part))]
+        chunks = [Chunk(t, name, name, i, len(batch), 0, len(t)) for i, t in enumerate(batch)]
+        tokens = [tokenize(t) for t in batch]
+        col.vectors.upsert(chunks, projection.vectors(tokens).tolist())
+        doc = DocumentEntry(name, name, name, "text", name, list(zip(chunks, tokens, strict=True)))
+        col.manifest.replace_file(FileRecord(name, 0, 0, "bench"), [doc])
+        if (part // PART) % 50 == 0:
+            print(f"  {size}: {part + len(batch)} chunks written", file=sys.stderr, flush=True)
+    col.close()
+    disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    built = {"ingest_s": round(time.perf_counter() - started, 1), "disk_mb": round(disk / 1e6)}
+    done.write_text(json.dumps(built))
+    return built
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def serve(folder: Path, questions: list[str]) -> dict:
+    """In a fresh process: open the collection and answer ``questions`` (retrieval only)."""
+    from tools.collection import Collection
+    from tools.config import load_settings
+    from tools.retrieval import HybridRetriever
+
+    settings = load_settings({"data_dir": folder})
+    started = time.perf_counter()
+    col = Collection(settings, COLLECTION)
+    opened = time.perf_counter() - started
+    timed = Timed(col)
+    retriever = HybridRetriever(timed, Projection(), settings)  # type: ignore[arg-type]
+    first = time.perf_counter()
+    retriever.retrieve([questions[0]])
+    first = time.perf_counter() - first
+    rows = []
+    for question in questions:
+        timed.spent = {"dense": 0.0, "keyword": 0.0}
+        began = time.perf_counter()
+        retriever.retrieve([question])
+        total = time.perf_counter() - began
+        rows.append({**timed.spent, "total": total})
+    ms = {key: [1000 * r[key] for r in rows] for key in ("dense", "keyword", "total")}
+    ms["fusion"] = [1000 * (r["total"] - r["dense"] - r["keyword"]) for r in rows]
+    return {
+        "open_s": round(opened, 3),
+        "first_query_s": round(first, 3),
+        "rss_mb": round(rss_mb()),
+        **{f"{k}_ms": percentiles(v) for k, v in ms.items()},
+    }
+
+
+class Timed:
+    """The collection, with the time its dense and keyword halves take."""
+
+    def __init__(self, collection) -> None:
+        self._collection = collection
+        self.spent = {"dense": 0.0, "keyword": 0.0}
+
+    def __getattr__(self, name: str):
+        return getattr(self._collection, name)
+
+    def _time(self, half: str, call, *args):
+        began = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            self.spent[half] += time.perf_counter() - began
+
+    def dense_search(self, vector, k, where=None):
+        return self._time("dense", self._collection.dense_search, vector, k, where)
+
+    def keyword_search(self, query, k):
+        return self._time("keyword", self._collection.keyword_search, query, k)
+
+    def keyword_scores(self, query, ids):
+        return self._time("keyword", self._collection.keyword_scores, query, ids)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+    }
+
+
+def run_child(folder: Path, questions: list[str], code: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{REPO}"}
+    done = subprocess.run(
+        [sys.executable, __file__, "--serve", str(folder)],
+        input=json.dumps(questions),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if done.returncode:
+        raise SystemExit(f"serving {folder} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)
+
+
+def baseline_code(cache: Path, rev: str) -> Path:
+    target = cache / f"code-{rev}"
+    if not (target / "tools").is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", rev, "tools"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
+
+
+def query_embedding_ms(questions: list[str]) -> dict[str, float]:
+    from tools.config import load_settings
+    from tools.models import embeddings
+
+    embedder = embeddings(load_settings())
+    embedder.embed_query("warm up")
+    times = []
+    for question in questions:
+        began = time.perf_counter()
+        embedder.embed_query(question)
+        times.append(1000 * (time.perf_counter() - began))
+    return percentiles(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--baseline-max", type=int, default=100_000)
+    parser.add_argument("--baseline-rev", default="07cad40")
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache/agentic-rag/scale")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        print(json.dumps(serve(args.serve, json.loads(sys.stdin.read()))))
+        return
+
+    from tools.config import load_settings
+
+    data = load_settings().eval_data_dir
+    questions = queries(data, args.queries)
+    pool = sentences(data)
+    baseline = baseline_code(args.cache, args.baseline_rev)
+    results: dict = {"query_embedding_ms": query_embedding_ms(questions), "sizes": {}}
+    for size in (int(s) for s in args.sizes.split(",")):
+        folder = args.cache / f"chunks-{size}"
+        row = {"build": build(folder, size, pool), "fts5": run_child(folder, questions, REPO)}
+        if size <= args.baseline_max:
+            row["rank_bm25"] = run_child(folder, questions, baseline)
+        results["sizes"][size] = row
+        print(f"{size}: {json.dumps(row)}", file=sys.stderr, flush=True)
+    print(json.dumps(results, indent=2) if args.json else table(results))
+
+
+def table(results: dict) -> str:
+    lines = [
+        f"query embedding (MiniLM, excluded below): p50 {results['query_embedding_ms']['p50']} ms",
+        "| chunks | index | ingest s | disk MB | open s | 1st query s | RSS MB | dense p50/p95 "
+        "| keyword p50/p95 | fusion p50/p95 | retrieval p50/p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for size, row in results["sizes"].items():
+        for name in ("rank_bm25", "fts5"):
+            if name not in row:
+                continue
+            r, b = row[name], row["build"]
+            cells = [
+                f"{r[k]['p50']}/{r[k]['p95']}"
+                for k in ("dense_ms", "keyword_ms", "fusion_ms", "total_ms")
+            ]
+            lines.append(
+                f"| {size:,} | {name} | {b['ingest_s']} | {b['disk_mb']} | {r['open_s']} | "
+                f"{r['first_query_s']} | {r['rss_mb']} | " + " | ".join(cells) + " |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
