@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -79,7 +80,7 @@ class Chunk:
     embed_text: str = ""
     file_hash: str = ""  # content hash of the file version this chunk came from
 
-    @property
+    @cached_property  # a hash of the whole text: retrieval asks for it many times
     def id(self) -> str:
         """Deterministic: the same file version and text always give the same id."""
         return short_hash(

@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import snowballstemmer
@@ -48,6 +48,9 @@ K1, B = 1.5, 0.75
 # FTS5 ranks every chunk that holds a query term and hands over this many times k for
 # exact scoring: enough that its different idf never pushes a top-k chunk out
 CANDIDATE_FACTOR, MIN_CANDIDATES = 5, 100
+# chunks FTS5 may rank for one search before rarer words alone are tried (see search):
+# FTS5 ranks about a chunk per microsecond here
+POSTINGS_BUDGET = 20_000
 
 # A chunk's length in tokens as BM25 counts it (an empty chunk counts one, as rank-bm25's).
 _LENGTH = "MAX(1, LENGTH({0}.tokens) - LENGTH(REPLACE({0}.tokens, ' ', '')) + ({0}.tokens != ''))"
@@ -111,46 +114,87 @@ def lucene_idf(chunks: int, containing: int) -> float:
 
 def bm25(terms: Sequence[str], tokens: Sequence[str], idf: dict[str, float], avg: float) -> float:
     """One chunk's BM25 score for ``terms`` (repeated terms count again, as rank-bm25's)."""
-    counts = Counter(tokens)
     norm = K1 * (1 - B + B * max(1, len(tokens)) / avg)
-    return sum(
-        idf[t] * counts[t] * (K1 + 1) / (counts[t] + norm) for t in terms if counts[t] and t in idf
-    )
+    total = 0.0
+    for term in terms:
+        if term in idf and (tf := tokens.count(term)):
+            total += idf[term] * tf * (K1 + 1) / (tf + norm)
+    return total
+
+
+@dataclass(frozen=True)
+class _Query:
+    """A query's terms (repeats kept) with the statistics BM25 needs, read once."""
+
+    terms: list[str]
+    containing: dict[str, int]  # chunks holding each term the index knows
+    idf: dict[str, float]
+    avg: float
+
+    def bound(self, terms: Iterable[str]) -> float:
+        """The most a chunk holding only ``terms`` can score: BM25 per term stays below
+        idf * (k1 + 1) however often the term occurs."""
+        return sum(self.idf[t] * (K1 + 1) * self.terms.count(t) for t in terms)
 
 
 class KeywordIndex:
     """Searches the FTS5 index in a manifest database; holds nothing but the connection."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, postings_budget: int = POSTINGS_BUDGET) -> None:
         self._db = db
+        self._budget = postings_budget
 
-    def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        """Top ``k`` (chunk id, BM25 score) pairs with a positive score, best first."""
-        terms = dict.fromkeys(tokenize(query))
-        if not terms or k <= 0:
-            return []
-        match = " OR ".join(f'"{t}"' for t in terms)
-        rows = self._db.execute(
-            "SELECT c.id, c.tokens FROM chunk_terms JOIN chunks c ON c.rowid = chunk_terms.rowid "
-            "WHERE chunk_terms MATCH ? ORDER BY chunk_terms.rank LIMIT ?",
-            (match, max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)),
-        ).fetchall()
-        scored = self.score(query, rows)
-        ranked = sorted(scored.items(), key=lambda item: (-item[1], item[0]))
-        return [(cid, score) for cid, score in ranked[:k] if score > 0]
-
-    def score(self, query: str, rows: Sequence[tuple[str, str]]) -> dict[str, float]:
-        """BM25 score of each (chunk id, stored tokens) row, however low it ranks."""
+    def _query(self, query: str) -> _Query:
         terms = tokenize(query)
-        if not rows or not terms:
-            return {}
         chunks, tokens = self._db.execute("SELECT chunks, tokens FROM chunk_totals").fetchone()
-        idf = {}
+        containing = {}
         for term in dict.fromkeys(terms):
             found = self._db.execute(
                 "SELECT doc FROM chunk_term_counts WHERE term = ?", (term,)
             ).fetchone()
             if found:
-                idf[term] = lucene_idf(chunks, found[0])
-        avg = tokens / max(1, chunks)
-        return {cid: bm25(terms, text.split(), idf, avg) for cid, text in rows}
+                containing[term] = found[0]
+        idf = {t: lucene_idf(chunks, n) for t, n in containing.items()}
+        return _Query(terms, containing, idf, tokens / max(1, chunks))
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """Top ``k`` (chunk id, BM25 score) pairs with a positive score, best first.
+
+        FTS5 ranks every chunk that matches, which costs about a microsecond per chunk: a
+        common word in a million chunks would take a second. So candidates come from the
+        rarest words first, as many as fit in the postings budget; a word left out can
+        only matter if it alone could outscore the k-th result (``_Query.bound``), and
+        then the next rarest word is added and the search runs again."""
+        q = self._query(query)
+        rarest = sorted(q.containing, key=q.containing.__getitem__)
+        if not rarest or k <= 0:
+            return []
+        used, postings = 0, 0
+        while used < len(rarest) and (
+            not used or postings + q.containing[rarest[used]] <= self._budget
+        ):
+            postings += q.containing[rarest[used]]
+            used += 1
+        while True:
+            ranked = self._ranked(q, rarest[:used], k)
+            left = rarest[used:]
+            if not left or (len(ranked) >= k and ranked[k - 1][1] >= q.bound(left)):
+                return ranked
+            used += 1
+
+    def _ranked(self, q: _Query, words: list[str], k: int) -> list[tuple[str, float]]:
+        rows = self._db.execute(
+            "SELECT c.id, c.tokens FROM chunk_terms JOIN chunks c ON c.rowid = chunk_terms.rowid "
+            "WHERE chunk_terms MATCH ? ORDER BY chunk_terms.rank LIMIT ?",
+            (" OR ".join(f'"{t}"' for t in words), max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)),
+        ).fetchall()
+        scored = [(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows]
+        scored.sort(key=lambda item: (-item[1], item[0]))
+        return [(cid, score) for cid, score in scored[:k] if score > 0]
+
+    def score(self, query: str, rows: Sequence[tuple[str, str]]) -> dict[str, float]:
+        """BM25 score of each (chunk id, stored tokens) row, however low it ranks."""
+        if not rows:
+            return {}
+        q = self._query(query)
+        return {cid: bm25(q.terms, text.split(), q.idf, q.avg) for cid, text in rows}

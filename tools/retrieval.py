@@ -117,8 +117,17 @@ def _minmax(scores: dict[str, float]) -> dict[str, float]:
     return {k: (v - low) / span if span > 0 else 1.0 for k, v in scores.items()}
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a and b else float(a == b)
+def _jaccard_matrix(token_sets: Sequence[set[str]]) -> np.ndarray:
+    """Jaccard similarity of every pair of token sets (two empty sets: 1), at once."""
+    vocabulary: dict[str, int] = {}
+    members = [[vocabulary.setdefault(t, len(vocabulary)) for t in ts] for ts in token_sets]
+    matrix = np.zeros((len(token_sets), max(1, len(vocabulary))), np.float32)
+    for row, columns in enumerate(members):
+        matrix[row, columns] = 1.0
+    shared = matrix @ matrix.T
+    sizes = matrix.sum(axis=1)
+    union = sizes[:, None] + sizes[None, :] - shared
+    return np.where(union > 0, shared / np.maximum(union, 1), 1.0)
 
 
 class HybridRetriever:
@@ -185,31 +194,27 @@ class HybridRetriever:
         return {k: sims[i] for i, k in enumerate(keys)}
 
     def _deduplicate(self, passages: list[Passage], report: RetrievalReport) -> list[Passage]:
-        kept: list[tuple[Passage, set[str]]] = []
         # a plain chunk's stored BM25 tokens are its text's: stemming them again cost more
         # than the rest of retrieval together at 100k chunks (bench/bench_scale.py)
         stored = self.collection.chunk_tokens(
             [p.chunk_ids[0] for p in passages if p.kind == "chunk"]
         )
-        for passage in passages:
-            tokens = set(stored.get(passage.chunk_ids[0]) or tokenize(passage.text))
-            twin = next(
-                (
-                    p
-                    for p, t in kept
-                    if p.text == passage.text
-                    or _jaccard(t, tokens) >= self.settings.dedup_similarity
-                ),
-                None,
-            )
+        token_sets = [set(stored.get(p.chunk_ids[0]) or tokenize(p.text)) for p in passages]
+        similar = _jaccard_matrix(token_sets) >= self.settings.dedup_similarity
+        first_with_text: dict[str, int] = {}
+        kept: list[int] = []
+        for i, passage in enumerate(passages):
+            twins = np.flatnonzero(similar[kept, i]) if kept else ()
+            twin = kept[twins[0]] if len(twins) else first_with_text.get(passage.text)
             if twin is not None:
                 report.duplicates += 1
                 report.dropped.append(
-                    cut(passage, "duplicate", f"duplicate of {twin.chunk_ids[0]}")
+                    cut(passage, "duplicate", f"duplicate of {passages[twin].chunk_ids[0]}")
                 )
                 continue
-            kept.append((passage, tokens))
-        return [p for p, _ in kept]
+            kept.append(i)
+            first_with_text[passage.text] = i
+        return [passages[i] for i in kept]
 
     def _windows(self, passages: list[Passage]) -> list[Passage]:
         """Replace each plain-chunk hit by its neighbourhood, merging hits that touch."""

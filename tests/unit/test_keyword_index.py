@@ -10,7 +10,7 @@ import pytest
 
 from tests.bm25_reference import MemoryKeywordIndex
 from tools.documents import Chunk
-from tools.keyword_index import tokenize
+from tools.keyword_index import KeywordIndex, tokenize
 from tools.manifest import DocumentEntry, FileRecord, Manifest
 
 WORDS = "apple banana cherry orchard kitchen winter index vector search query model".split()
@@ -64,6 +64,16 @@ def test_scores_and_ranking_match_rank_bm25(tmp_path, query):
     ids = list(manifest.chunk_ids())
     rows = manifest.tokens_of(ids)
     assert manifest.keywords.score(query, rows) == pytest.approx(ref.scores(query, ids))
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_rarest_words_first_finds_the_same_top_k(tmp_path, query):
+    """With a budget of one posting, candidates come from the rarest word alone and the
+    other words are added one by one until none could change the top k."""
+    manifest = filled(tmp_path, corpus(60))
+    frugal = KeywordIndex(manifest._db, postings_budget=1)
+    want = reference(manifest).search(query, 10)
+    assert [s for _, s in frugal.search(query, 10)] == pytest.approx([s for _, s in want])
 
 
 def test_index_follows_replace_and_remove_in_the_same_commit(tmp_path):
