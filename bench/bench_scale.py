@@ -317,7 +317,7 @@ def table(results: dict) -> str:
                 for k in ("dense_ms", "keyword_ms", "fusion_ms", "total_ms")
             ]
             lines.append(
-                f"| {size:,} | {name} | {b['ingest_s']} | {b['disk_mb']} | {r['open_s']} | "
+                f"| {int(size):,} | {name} | {b['ingest_s']} | {b['disk_mb']} | {r['open_s']} | "
                 f"{r['first_query_s']} | {r['rss_mb']} | " + " | ".join(cells) + " |"
             )
     return "\n".join(lines)

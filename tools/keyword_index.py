@@ -11,12 +11,13 @@ written in one transaction (the manifest commit stays the single commit point), 
 process holds the index in memory, opening a collection costs nothing, and an
 ingestion by another process is visible at the next query.
 
-FTS5 finds the candidates; they are then scored with the BM25 the retrieval
-figures were measured with (k1 1.5, b 0.75, Lucene's idf), from the stored
-tokens and the document frequencies of the query terms. FTS5's own ``bm25()``
-ranks the candidates but is not the score: its idf is zero for a term in half
-the chunks, which in a small collection (a dozen pages all naming the product)
-throws good matches away.
+The FTS5 index lists where each word occurs; candidates are the chunks whose
+query words add up best, and they are scored exactly with the BM25 the retrieval
+figures were measured with (k1 1.5, b 0.75, Lucene's idf), from their stored tokens
+and the document frequencies of the query words. FTS5's own ``bm25()`` is not used:
+ranking with it cost 3 microseconds per matching chunk (0.2 s for a long query at
+100k chunks), and its idf is zero for a word in half the chunks, which in a small
+collection (a dozen pages all naming the product) throws good matches away.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import snowballstemmer
 
 # Stored chunk tokens must come from the same tokenisation as query tokens: bump this
@@ -45,12 +47,15 @@ STOPWORDS = frozenset(
     what when where which while who whom why will with you your yours yourself yourselves""".split()
 )
 K1, B = 1.5, 0.75
-# FTS5 ranks every chunk that holds a query term and hands over this many times k for
-# exact scoring: enough that its different idf never pushes a top-k chunk out
-CANDIDATE_FACTOR, MIN_CANDIDATES = 5, 100
-# chunks FTS5 may rank for one search before rarer words alone are tried (see search):
-# FTS5 ranks about a chunk per microsecond here
-POSTINGS_BUDGET = 20_000
+# candidates scored again from their tokens, per result asked for: the pool's scores
+# leave out the words not read
+CANDIDATE_FACTOR, MIN_CANDIDATES = 4, 50
+POOL = 3000  # chunks scored from their occurrences and lengths, per round
+# chunks whose occurrences one search reads before it tries the rarer words alone (see
+# search); the budget doubles while a word left out could still change the top k, up to
+# MAX_POSTINGS: past that, the commonest words only rescore the candidates (the overlap
+# with exact BM25 is measured in bench/bench_scale.py)
+POSTINGS_BUDGET, MAX_POSTINGS = 20_000, 160_000
 
 # A chunk's length in tokens as BM25 counts it (an empty chunk counts one, as rank-bm25's).
 _LENGTH = "MAX(1, LENGTH({0}.tokens) - LENGTH(REPLACE({0}.tokens, ' ', '')) + ({0}.tokens != ''))"
@@ -59,6 +64,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunk_terms USING fts5(
     tokens, content='chunks', content_rowid='rowid', tokenize="unicode61 tokenchars '''’'"
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunk_term_counts USING fts5vocab(chunk_terms, row);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunk_term_occurrences USING fts5vocab(chunk_terms, instance);
 CREATE TABLE IF NOT EXISTS chunk_totals (
     one INTEGER PRIMARY KEY CHECK (one = 1), chunks INTEGER NOT NULL, tokens INTEGER NOT NULL
 );
@@ -122,6 +128,16 @@ def bm25(terms: Sequence[str], tokens: Sequence[str], idf: dict[str, float], avg
     return total
 
 
+def _varint(blob: bytes) -> int:
+    """SQLite's variable-length integer (7 bits a byte, high bit: more follow)."""
+    value = 0
+    for byte in blob:
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            break
+    return value
+
+
 @dataclass(frozen=True)
 class _Query:
     """A query's terms (repeats kept) with the statistics BM25 needs, read once."""
@@ -131,18 +147,27 @@ class _Query:
     idf: dict[str, float]
     avg: float
 
+    def weight(self, term: str) -> float:
+        """idf x (k1 + 1) x how often the query repeats the term."""
+        return self.idf[term] * (K1 + 1) * self.terms.count(term)
+
     def bound(self, terms: Iterable[str]) -> float:
         """The most a chunk holding only ``terms`` can score: BM25 per term stays below
         idf * (k1 + 1) however often the term occurs."""
-        return sum(self.idf[t] * (K1 + 1) * self.terms.count(t) for t in terms)
+        return sum(self.weight(t) for t in terms)
 
 
 class KeywordIndex:
     """Searches the FTS5 index in a manifest database; holds nothing but the connection."""
 
-    def __init__(self, db: sqlite3.Connection, postings_budget: int = POSTINGS_BUDGET) -> None:
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        postings_budget: int = POSTINGS_BUDGET,
+        max_postings: int = MAX_POSTINGS,
+    ) -> None:
         self._db = db
-        self._budget = postings_budget
+        self._budget, self._max = postings_budget, max_postings
 
     def _query(self, query: str) -> _Query:
         terms = tokenize(query)
@@ -160,37 +185,86 @@ class KeywordIndex:
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """Top ``k`` (chunk id, BM25 score) pairs with a positive score, best first.
 
-        FTS5 ranks every chunk that matches, which costs about a microsecond per chunk: a
-        common word in a million chunks would take a second. So candidates come from the
-        rarest words first, as many as fit in the postings budget; a word left out can
-        only matter if it alone could outscore the k-th result (``_Query.bound``), and
-        then the next rarest word is added and the search runs again."""
+        Each query word's occurrences come from the FTS5 index. The chunks they point to
+        are pooled (the ``POOL`` best by term frequency alone when there are more),
+        scored with BM25 from the occurrences and FTS5's chunk lengths, and the best are
+        scored again from their stored tokens, every query word included. A common word
+        in a million chunks has a hundred thousand occurrences, so words are read rarest
+        first while they fit in the postings budget. A word left out can only matter if
+        it alone could outscore the k-th result (``_Query.bound``); while one could, the
+        budget doubles and more words are read, up to ``max_postings``."""
         q = self._query(query)
         rarest = sorted(q.containing, key=q.containing.__getitem__)
         if not rarest or k <= 0:
             return []
-        used, postings = 0, 0
-        while used < len(rarest) and (
-            not used or postings + q.containing[rarest[used]] <= self._budget
-        ):
-            postings += q.containing[rarest[used]]
-            used += 1
+        last = self._db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0] or 0
+        frequency = np.zeros(last + 1, np.float32)  # saturated tf x idf: picks the pool
+        occurrences: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        budget = self._budget
         while True:
-            ranked = self._ranked(q, rarest[:used], k)
-            left = rarest[used:]
-            if not left or (len(ranked) >= k and ranked[k - 1][1] >= q.bound(left)):
+            postings = 0
+            for word in rarest[len(occurrences) :]:  # the next rarest words that fit
+                if postings and postings + q.containing[word] > budget:
+                    break
+                occurrences[word] = self._occurrences(word, last)
+                chunks, tf = occurrences[word]
+                frequency[chunks] += q.weight(word) * tf / (tf + K1)
+                postings += q.containing[word]
+            ranked = self._ranked(q, frequency, occurrences, k)
+            left = rarest[len(occurrences) :]
+            enough = len(ranked) >= k and ranked[k - 1][1] >= q.bound(left)
+            if enough or not left or budget >= self._max:
                 return ranked
-            used += 1
+            budget *= 2  # each round reads at least as much as all before it
 
-    def _ranked(self, q: _Query, words: list[str], k: int) -> list[tuple[str, float]]:
+    def _occurrences(self, word: str, last: int) -> tuple[np.ndarray, np.ndarray]:
+        """The chunks (rowids, ascending) holding ``word``, and how often each does."""
+        (listed,) = self._db.execute(
+            "SELECT group_concat(doc) FROM chunk_term_occurrences WHERE term = ?", (word,)
+        ).fetchone()
+        rowids = np.array(listed.split(","), dtype=np.int64) if listed else np.zeros(0, np.int64)
+        return np.unique(rowids[rowids <= last], return_counts=True)  # later: not in frequency
+
+    def _ranked(
+        self,
+        q: _Query,
+        frequency: np.ndarray,
+        occurrences: dict[str, tuple[np.ndarray, np.ndarray]],
+        k: int,
+    ) -> list[tuple[str, float]]:
+        pool = np.flatnonzero(frequency)
+        if len(pool) > POOL:
+            pool = pool[np.argpartition(-frequency[pool], POOL - 1)[:POOL]]
+        norm = K1 * (1 - B + B * self._lengths(pool) / q.avg)
+        partial = np.zeros(len(pool))
+        for word, (chunks, tf) in occurrences.items():
+            at = np.minimum(np.searchsorted(chunks, pool), len(chunks) - 1)
+            held = np.where(chunks[at] == pool, tf[at], 0)
+            partial += q.weight(word) * held / (held + norm)
+        best = pool[
+            np.argsort(-partial, kind="stable")[: max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)]
+        ]
         rows = self._db.execute(
-            "SELECT c.id, c.tokens FROM chunk_terms JOIN chunks c ON c.rowid = chunk_terms.rowid "
-            "WHERE chunk_terms MATCH ? ORDER BY chunk_terms.rank LIMIT ?",
-            (" OR ".join(f'"{t}"' for t in words), max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)),
+            f"SELECT id, tokens FROM chunks WHERE rowid IN ({','.join(map(str, best))})"
         ).fetchall()
         scored = [(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows]
         scored.sort(key=lambda item: (-item[1], item[0]))
         return [(cid, score) for cid, score in scored[:k] if score > 0]
+
+    def _lengths(self, rowids: np.ndarray) -> np.ndarray:
+        """Chunk lengths in tokens, from FTS5's own table of them (a varint per chunk):
+        reading the tokens instead cost 45 ms for 5,000 chunks."""
+        ordered = np.sort(rowids)
+        sizes = np.ones(len(ordered))
+        for start in range(0, len(ordered), 5000):
+            part = ordered[start : start + 5000]
+            rows = self._db.execute(
+                "SELECT id, sz FROM chunk_terms_docsize "
+                f"WHERE id IN ({','.join(map(str, part))}) ORDER BY id"
+            ).fetchall()
+            at = start + np.searchsorted(part, [r[0] for r in rows])
+            sizes[at] = [b[0] if b[0] < 0x80 else _varint(b) for _, b in rows]
+        return np.maximum(1, sizes[np.searchsorted(ordered, rowids)])
 
     def score(self, query: str, rows: Sequence[tuple[str, str]]) -> dict[str, float]:
         """BM25 score of each (chunk id, stored tokens) row, however low it ranks."""
