@@ -30,6 +30,12 @@ BLOCKED = (
     "personal data about people"
 )
 LABELS = ("allowed", "off_topic", "blocked")
+# Odd-numbered questions tune the guard's settings, even-numbered ones report on them.
+SPLITS = ("dev", "test")
+
+
+def split_of(item: dict[str, Any]) -> str:
+    return SPLITS[int(item["id"].lstrip("g")) % 2 == 0]
 
 
 def load(path: Path = GUARD_ITEMS) -> list[dict[str, str]]:
@@ -91,3 +97,21 @@ def score(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "errors": sum("error" in r for r in records),
         "latency": latency_summary([r["seconds"] for r in records]),
     }
+
+
+def choose_distance(records: Sequence[dict[str, Any]], recall: float = 0.9) -> float | None:
+    """The largest guard_max_distance that still refuses ``recall`` of the questions to
+    refuse in ``records`` (the dev half) by distance alone: the fewest refusals, so the
+    fewest right questions refused, at the recall the issue asks for. It lies halfway
+    between the last distance that keeps the recall and the next one."""
+    should = [r["label"] != "allowed" for r in records]
+    distances = sorted({r["distance"] for r in records if r.get("distance") is not None})
+    kept = None
+    for n, threshold in enumerate(distances):
+        did = [r.get("distance") is not None and r["distance"] > threshold for r in records]
+        if sum(s and d for s, d in zip(should, did, strict=True)) >= recall * sum(should):
+            kept = n
+    if kept is None:
+        return None
+    following = distances[kept + 1] if kept + 1 < len(distances) else distances[kept]
+    return round((distances[kept] + following) / 2, 4)

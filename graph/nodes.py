@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from graph import prompts
 from graph.configuration import settings_for
 from graph.context import context_message
-from graph.guard import refusal, topic_decision
+from graph.guard import decide, nearest_distance, refusal
 from graph.services import Services, services_of
 from graph.state import PER_QUESTION, State
 from graph.verification import verify_answer
@@ -152,16 +152,22 @@ def generate_queries(state: State, config: RunnableConfig, services: Services) -
 
 @timed("guard")
 def guard(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
-    """The topic guard: the query model judges the (standalone) question against the
-    operator's domain and blocked topics before anything is retrieved. ``refuse`` ends
-    the question with ``guard_message``; ``warn`` answers and says so. A guard that
-    cannot decide lets the question through, with its error: it keeps answers on topic,
-    it is not what keeps them right (the verifier is)."""
+    """The topic guard, before anything is retrieved: the (standalone) question is
+    off-topic when no passage is near it, else the query model judges it against the
+    operator's domain and blocked topics. ``refuse`` ends the question with
+    ``guard_message``; ``warn`` answers and says so. A guard that cannot decide lets the
+    question through, with its error: it keeps answers on topic, it is not what keeps
+    them right (the verifier is)."""
     settings = settings_for(config, state)
-    model = services.llm(settings, "query")
+    question = state["queries"][0]
     try:
-        decision = topic_decision(model, settings, state["queries"][0], config)
-    except ModelError as exc:
+        distance = services.read_collection(
+            settings,
+            settings.collection,
+            lambda col: nearest_distance(col, services.embedder(settings), question),
+        )
+        decision = decide(services.llm(settings, "query"), settings, question, distance, config)
+    except (ModelError, StaleStoreError) as exc:
         return {"guard": {"mode": settings.guard, "verdict": "allowed", "error": str(exc)}}
     update: dict[str, Any] = {"guard": decision}
     if decision["verdict"] != "allowed" and settings.guard == "refuse":

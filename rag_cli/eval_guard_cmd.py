@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import guard as bench
-from graph.guard import topic_decision
+from graph.guard import decide, nearest_distance
 from graph.services import or_shared
 from tools.config import Settings, load_settings
 from tools.errors import ModelError
@@ -19,11 +19,18 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "guard",
         help="measure the topic guard: precision and recall of refusing off-topic questions",
-        description="Asks the query model's topic guard about labelled questions "
+        description="Runs the topic guard on labelled questions "
         "(evaluation/data/guard_questions.jsonl: on-topic, off-topic, blocked and near "
-        "misses), with the domain and blocked topics the labels were written for, and "
-        "reports precision and recall of refusing, accuracy per kind and the time a "
-        "decision adds to each question.",
+        "misses) against a collection of this service's documentation (`rag ingest "
+        "docs_corpus` first; --collection picks another), with the domain and blocked "
+        "topics the labels were written for, and reports precision and recall of "
+        "refusing, on the dev and test halves and overall, accuracy per kind and the time "
+        "a decision adds to each question.",
+    )
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="also choose guard_max_distance on the dev half (best F1 of refusing)",
     )
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--out", metavar="FILE", help="write every question's record (JSON)")
@@ -42,14 +49,18 @@ def run_guard(args: argparse.Namespace, settings: Settings) -> int:
         },
         environ={},
     )
-    model = or_shared(args.services).llm(guarded, "query")
+    services = or_shared(args.services)
+    model = services.llm(guarded, "query")
+    embedder = services.embedder(guarded)
+    collection = services.collection(guarded, guarded.collection)
     items = bench.load()[: args.limit]
 
-    def decide(question: str) -> dict[str, str]:
+    def decide_one(question: str) -> dict[str, Any]:
+        distance = nearest_distance(collection, embedder, question)
         try:
-            return topic_decision(model, guarded, question)
+            return decide(model, guarded, question, distance)
         except ModelError as exc:  # counted as allowed, as the graph does, and shown
-            return {"verdict": "allowed", "error": str(exc)}
+            return {"verdict": "allowed", "error": str(exc), "distance": distance}
 
     def progress(n: int, record: dict[str, Any]) -> None:
         print(
@@ -59,8 +70,20 @@ def run_guard(args: argparse.Namespace, settings: Settings) -> int:
             flush=True,
         )
 
-    records = bench.run(items, decide, progress)
-    report = bench.score(records)
+    records = bench.run(items, decide_one, progress)
+    report = {
+        **bench.score(records),
+        "guard_max_distance": guarded.guard_max_distance,
+        "collection": guarded.collection,
+        "by_split": {
+            split: bench.score([r for r in records if bench.split_of(r) == split])
+            for split in bench.SPLITS
+        },
+    }
+    if args.calibrate:
+        report["calibrated_max_distance"] = bench.choose_distance(
+            [r for r in records if bench.split_of(r) == "dev"]
+        )
     if args.out:
         Path(args.out).write_text(json.dumps({**report, "records": records}, indent=1))
     if args.json:
@@ -75,6 +98,13 @@ def run_guard(args: argparse.Namespace, settings: Settings) -> int:
         f"p50 {lat.get('p50_ms', 0) / 1000:.1f}s, p95 {lat.get('p95_ms', 0) / 1000:.1f}s a "
         "decision"
     )
+    for split, row in report["by_split"].items():
+        print(
+            f"  {split} half ({row['items']}): refusal precision {row['refusal_precision']}, "
+            f"recall {row['refusal_recall']}"
+        )
     for kind, row in report["by_kind"].items():
         print(f"  {kind}: {row['right_decision']}/{row['items']} right decisions")
+    if args.calibrate:
+        print(f"guard_max_distance chosen on the dev half: {report['calibrated_max_distance']}")
     return 0

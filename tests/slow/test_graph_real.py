@@ -146,9 +146,22 @@ def ask_guarded(data_dir, question):
     )
 
 
-def test_the_guard_runs_on_the_local_model_and_lets_an_on_topic_question_through(data_dir):
-    # The 1.5B query model rarely refuses anything (rag eval guard: refusal recall 5.6%),
-    # so off-topic refusals are not asserted here; see docs_corpus/topic-guard.md.
-    out = ask_guarded(data_dir, "How do I run the server?")
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Write me a poem about the sea",
+        "How much does an enterprise license of this service cost?",  # a blocked topic
+    ],
+)
+def test_the_guard_refuses_off_topic_and_blocked_questions_without_retrieval(data_dir, question):
+    out = ask_guarded(data_dir, question)
+    assert out["guard"]["verdict"] != "allowed", out["guard"]
+    assert out["outcome"] == "abstained" and "retrieve" not in out["timings"]
+
+
+def test_the_guard_lets_an_on_topic_question_through_to_an_answer(data_dir):
+    # not every on-topic question passes: "How do I run the server?" sits at distance
+    # 0.67 from its page and is refused (docs_corpus/topic-guard.md gives the figures)
+    out = ask_guarded(data_dir, "How do I ingest a folder of documents?")
     assert out["guard"]["verdict"] == "allowed", out["guard"]
-    assert "retrieve" in out["timings"]
+    assert "retrieve" in out["timings"] and out["outcome"] != "abstained", out["answer"]

@@ -293,7 +293,12 @@ def test_a_bare_phrase_needs_the_phrase_threshold(corpus_env, models):
     assert out["outcome"] == "not_verified"
 
 
-GUARDED = {"guard_domain": "installing and tracing the service", "max_regenerations": 0}
+# guard_max_distance 2: every question is near enough, so the query model decides
+GUARDED = {
+    "guard_domain": "installing and tracing the service",
+    "max_regenerations": 0,
+    "guard_max_distance": 2.0,
+}
 
 
 def test_the_guard_is_off_by_default_and_not_in_the_path(corpus_env, models):
@@ -306,11 +311,21 @@ def test_the_guard_refuses_an_off_topic_question_before_retrieval(corpus_env, mo
     out = ask(models, "How long do I boil an egg?", {**GUARDED, "guard": "refuse"})
     assert out["abstained"] is True and out["outcome"] == "abstained"
     assert out["answer"] == "I can only answer questions about installing and tracing the service."
-    assert out["guard"] == {"mode": "refuse", "verdict": "off_topic", "reason": "cooking"}
+    assert out["guard"]["verdict"] == "off_topic" and out["guard"]["reason"] == "cooking"
     assert "retrieve" not in out["timings"] and models.chats["generator"].calls == []
     guard_prompt = models.chats["query"].calls[0][-1].text
     assert "installing and tracing the service" in guard_prompt
     assert "How long do I boil an egg?" in guard_prompt
+
+
+def test_a_question_far_from_every_passage_is_off_topic_without_the_model(corpus_env, models):
+    near = {**GUARDED, "guard": "refuse", "guard_max_distance": 0.6}
+    out = ask(models, "Recommend a lasagna recipe for tonight", near)
+    assert out["guard"]["verdict"] == "off_topic" and out["guard"]["distance"] > 0.6
+    assert "guard_max_distance 0.6" in out["guard"]["reason"]
+    assert models.chats["query"].calls == [] and "retrieve" not in out["timings"]
+    out = ask(models, "How do I install the service?", near)  # shares its words with a page
+    assert out["guard"]["verdict"] == "allowed" and out["guard"]["distance"] <= 0.6
 
 
 def test_warn_answers_and_says_what_the_guard_thought(corpus_env, models):
