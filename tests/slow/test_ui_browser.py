@@ -49,15 +49,24 @@ def ui(tmp_path_factory):
     env = smollm2_env(data, llm_threads="1", tracing="local")
     ingest_docs_corpus(env)
     port = free_port()
-    log = data / "ui.log"
-    proc = start(["ui", "--port", str(port)], env, log)
     url = f"http://127.0.0.1:{port}"
-    token = ui_token(log)
-    auth = lambda: {"X-UI-Token": token}  # noqa: E731
-    wait_until_up(proc, f"{url}/api/options", log, headers=auth, timeout=60)
-    yield {"url": url, "env": env, "data": data, "token": token}
-    proc.terminate()
-    proc.wait(timeout=30)
+    running: list = []
+
+    def launch() -> str:
+        """Start `rag ui` (again) on the same port and data; its new token."""
+        if running:
+            running[0].terminate()
+            running[0].wait(timeout=30)
+        log = data / f"ui-{len(running)}.log"
+        running[:] = [start(["ui", "--port", str(port)], env, log)]
+        token = ui_token(log)
+        auth = lambda: {"X-UI-Token": token}  # noqa: E731
+        wait_until_up(running[0], f"{url}/api/options", log, headers=auth, timeout=60)
+        return token
+
+    yield {"url": url, "env": env, "data": data, "token": launch(), "restart": launch}
+    running[0].terminate()
+    running[0].wait(timeout=30)
 
 
 def artifacts() -> Path:
@@ -129,6 +138,19 @@ def test_ask_open_citation_and_prompt_then_flag(ui, browser):
     assert page.get_by_test_id("turn").count() == turns
     again = page.get_by_test_id("turn").nth(turns - 1).get_by_test_id("answer")
     assert again.inner_text() == answer_text and again.locator("a.cite").count()
+    for width, height in ((1280, 800), (390, 844)):  # a laptop and a phone
+        page.set_viewport_size({"width": width, "height": height})
+        page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        page.wait_for_timeout(300)
+        last = page.get_by_test_id("turn").nth(turns - 1).get_by_test_id("verdict").bounding_box()
+        form = page.locator("#ask-form").bounding_box()
+        assert last["y"] + last["height"] <= form["y"], f"the question box covers {width}x{height}"
+        wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert wide <= 0, f"the page scrolls sideways by {wide}px at {width}x{height}"
+
+    page.goto(f"{ui['url']}/?token={ui['restart']()}")  # `rag ui` restarted: a new token
+    page.get_by_test_id("turn").nth(turns - 1).get_by_test_id("verdict").wait_for()
+    assert page.get_by_test_id("answer").nth(turns - 1).inner_text() == answer_text
     print(f"\nbrowser scenario: {time.monotonic() - started:.1f}s", file=sys.stderr)
 
     listing = subprocess.run(
