@@ -171,6 +171,7 @@ class Ingestor:
     def run(self, paths: Sequence[str | Path]) -> IngestReport:
         started = time.perf_counter()
         report = IngestReport(self.collection.name)
+        self._version = None  # each run (watch mode makes many) has its own
         files = discover(paths, self.options.include, self.options.exclude, report.skipped)
         report.files_seen = len(files)
         self._check_count(len(files), "files")
@@ -180,7 +181,6 @@ class Ingestor:
             _exclusive(self.collection),
         ):
             report.orphans_removed = self.collection.remove_orphans()
-            self._version = self.collection.manifest.begin_version()
             with tracing.span(self.settings, "extract_partition") as stage:
                 pending = self._changed(files, report)
                 stage.update(
@@ -216,8 +216,8 @@ class Ingestor:
                 with tracing.span(self.settings, "prune") as stage:
                     self._prune(paths, {source for _, source in files}, report)
                     stage.update(output={"files_removed": report.files_removed})
-            self.collection.manifest.finish_version(self._version)
-            if report.files_indexed or report.files_removed:
+            if self._version is not None:  # a run that changed nothing makes no version
+                self.collection.manifest.finish_version(self._version)
                 report.version = self._version
             report.seconds = time.perf_counter() - started
             report.trace_id = getattr(trace, "trace_id", None)
@@ -368,12 +368,18 @@ class Ingestor:
                 )
                 for d, cs in item.documents
             ]
-            manifest.replace_file(item.record, entries, self._version)  # the commit point
+            manifest.replace_file(item.record, entries, self._run_version())  # the commit point
             new_ids = {c.id for c in item.chunks}
             self.collection.vectors.delete(old_ids - new_ids)
             report.files_indexed += 1
             report.chunks_added += len(new_ids - old_ids)
             report.chunks_deleted += len(old_ids - new_ids)
+
+    def _run_version(self) -> int:
+        """The run's version, begun at its first change."""
+        if self._version is None:
+            self._version = self.collection.manifest.begin_version()
+        return self._version
 
     def _prune(self, paths: Sequence[str | Path], seen: set[str], report: IngestReport) -> None:
         """Remove files under ``paths`` that were not found this time; others are untouched."""
@@ -383,7 +389,7 @@ class Ingestor:
             if file in seen or not any(file == r or file.startswith(r + "/") for r in roots):
                 continue
             old_ids = manifest.chunk_ids_of_file(file)
-            manifest.remove_file(file, self._version)
+            manifest.remove_file(file, self._run_version())
             self.collection.vectors.delete(old_ids)
             report.files_removed += 1
             report.chunks_deleted += len(old_ids)
