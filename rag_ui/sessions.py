@@ -66,20 +66,24 @@ class Sessions:
     def new(self) -> Session:
         session = Session(str(uuid.uuid4()))
         with self._lock:
-            self._items[session.id] = session
-            while len(self._items) > self.limit:
-                old, _ = self._items.popitem(last=False)
-                self.checkpointer.delete_thread(old)
+            self._keep(session)
         return session
+
+    def _keep(self, session: Session) -> None:
+        """Hold ``session`` as the most recent; evict the oldest past the limit."""
+        self._items[session.id] = session
+        self._items.move_to_end(session.id)
+        while len(self._items) > self.limit:
+            old, _ = self._items.popitem(last=False)
+            self.checkpointer.delete_thread(old)
 
     def get(self, session_id: Any) -> Session | None:
         if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
             return None
         with self._lock:
             session = self._items.get(session_id) or self._load(session_id)
-            if session is not None:
-                self._items[session_id] = session
-                self._items.move_to_end(session_id)
+            if session is not None:  # restored ones count against the limit too
+                self._keep(session)
             return session
 
     def save(self, session: Session) -> None:

@@ -298,3 +298,20 @@ def test_a_conversation_survives_a_restart_of_rag_ui(corpus_env, models):
     assert "How do I enable tracing?" in models.chats["query"].calls[-1][-1].text
     assert follow_up["history"][0]["content"] == "How do I enable tracing?"
     assert second.get("/api/sessions/not-a-session-id").status_code == 404
+
+
+def test_sessions_read_back_from_disk_count_against_the_limit(tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from rag_ui.sessions import Sessions
+
+    writer = Sessions(InMemorySaver(), tmp_path)
+    ids = []
+    for n in range(3):
+        session = writer.new()
+        session.remember({"id": f"e{n}", "question": "q", "answer": "a"})
+        writer.save(session)
+        ids.append(session.id)
+    reader = Sessions(InMemorySaver(), tmp_path, limit=2)  # after a restart
+    assert all(reader.get(i).restored for i in ids)
+    assert len(reader._items) == 2 and list(reader._items) == ids[1:]
