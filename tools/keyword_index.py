@@ -210,11 +210,14 @@ class KeywordIndex:
                 chunks, tf = occurrences[word]
                 frequency[chunks] += q.weight(word) * tf / (tf + K1)
                 postings += q.containing[word]
-            ranked = self._ranked(q, frequency, occurrences, k)
+            pool, partial = self._pooled(q, frequency, occurrences)
             left = rarest[len(occurrences) :]
-            enough = len(ranked) >= k and ranked[k - 1][1] >= q.bound(left)
-            if enough or not left or budget >= self._max:
-                return ranked
+            # a pooled chunk's true score is at least its partial one (the words not read
+            # can only add), so the k-th partial score bounds the k-th true one from below
+            kth = np.partition(partial, len(partial) - k)[len(partial) - k] if len(pool) >= k else 0
+            if not left or kth >= q.bound(left) or budget >= self._max:
+                want = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
+                return self._rescored(q, pool[np.argsort(-partial, kind="stable")[:want]], k)
             budget *= 2  # each round reads at least as much as all before it
 
     def _occurrences(self, word: str, last: int) -> tuple[np.ndarray, np.ndarray]:
@@ -225,13 +228,13 @@ class KeywordIndex:
         rowids = np.array(listed.split(","), dtype=np.int64) if listed else np.zeros(0, np.int64)
         return np.unique(rowids[rowids <= last], return_counts=True)  # later: not in frequency
 
-    def _ranked(
+    def _pooled(
         self,
         q: _Query,
         frequency: np.ndarray,
         occurrences: dict[str, tuple[np.ndarray, np.ndarray]],
-        k: int,
-    ) -> list[tuple[str, float]]:
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The pool's rowids and their BM25 over the words read so far."""
         pool = np.flatnonzero(frequency)
         if len(pool) > POOL:
             pool = pool[np.argpartition(-frequency[pool], POOL - 1)[:POOL]]
@@ -241,9 +244,10 @@ class KeywordIndex:
             at = np.minimum(np.searchsorted(chunks, pool), len(chunks) - 1)
             held = np.where(chunks[at] == pool, tf[at], 0)
             partial += q.weight(word) * held / (held + norm)
-        best = pool[
-            np.argsort(-partial, kind="stable")[: max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)]
-        ]
+        return pool, partial
+
+    def _rescored(self, q: _Query, best: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The top ``k`` of ``best`` by BM25 over every query word, from their tokens."""
         rows = self._db.execute(
             f"SELECT id, tokens FROM chunks WHERE rowid IN ({','.join(map(str, best))})"
         ).fetchall()
