@@ -1,7 +1,7 @@
 """The keyword index this service had before it moved to SQLite FTS5: rank-bm25 in
 memory, rebuilt from every chunk's tokens. Kept as the reference the FTS5 index must
-score exactly like (tests/unit/test_keyword_index.py) and as the baseline of
-bench/bench_scale.py; the product no longer uses it."""
+score exactly like (tests/unit/test_keyword_index.py); the product no longer uses it.
+bench/bench_scale.py measures the old code itself, from git, as its baseline."""
 
 from __future__ import annotations
 
