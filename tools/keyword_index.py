@@ -241,6 +241,8 @@ class KeywordIndex:
         norm = K1 * (1 - B + B * self._lengths(pool) / q.avg)
         partial = np.zeros(len(pool))
         for word, (chunks, tf) in occurrences.items():
+            if not len(chunks):  # a commit removed its chunks after the counts were read
+                continue
             at = np.minimum(np.searchsorted(chunks, pool), len(chunks) - 1)
             held = np.where(chunks[at] == pool, tf[at], 0)
             partial += q.weight(word) * held / (held + norm)

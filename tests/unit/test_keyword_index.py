@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import sqlite3
 
+import numpy as np
 import pytest
 
 from tests.bm25_reference import MemoryKeywordIndex
@@ -119,3 +120,17 @@ def test_a_manifest_from_before_the_index_gets_it_when_opened(tmp_path):
     ref = reference(manifest)
     got, want = manifest.keywords.search("apple cherry", 5), ref.search("apple cherry", 5)
     assert [s for _, s in got] == pytest.approx([s for _, s in want])
+
+
+def test_a_word_whose_chunks_went_since_its_count_was_read_scores_nothing(tmp_path):
+    """An ingestion in another process can commit between reading a word's chunk count
+    and reading where it occurs (seen in test_concurrency): that word adds nothing."""
+    manifest = filled(tmp_path, {"a.md": ["apple orchard"], "b.md": ["banana kitchen"]})
+    index = manifest.keywords
+    stale = index._query("apple banana")  # both words counted
+    manifest.remove_file("b.md")  # banana's only chunk goes
+    frequency = np.zeros(10, np.float32)
+    frequency[1] = 1.0
+    occurrences = {word: index._occurrences(word, 9) for word in stale.containing}
+    pool, partial = index._pooled(stale, frequency, occurrences)
+    assert list(pool) == [1] and partial[0] > 0
