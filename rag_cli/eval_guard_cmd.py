@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Runs the topic guard on labelled questions "
         "(evaluation/data/guard_questions.jsonl: on-topic, off-topic, blocked and near "
         "misses) against a collection of this service's documentation (`rag ingest "
-        "docs_corpus` first; --collection picks another), with the domain and blocked "
+        "docs_corpus` first; `--set collection=NAME` picks another), with the domain and blocked "
         "topics the labels were written for, and reports precision and recall of "
         "refusing, on the dev and test halves and overall, accuracy per kind and the time "
         "a decision adds to each question.",
@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument(
         "--calibrate",
         action="store_true",
-        help="also choose guard_max_distance on the dev half (best F1 of refusing)",
+        help="also choose guard_max_distance on the dev half: the largest distance that "
+        "still refuses 90%% of the questions to refuse",
     )
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--out", metavar="FILE", help="write every question's record (JSON)")
