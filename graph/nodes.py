@@ -285,6 +285,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
             threshold=settings.verify_threshold,
             phrase_threshold=settings.verify_threshold_phrase,
             retries=settings.llm_max_retries,
+            extractive=settings.answer_style == "short",
             config=config,
         )
     except ModelError as exc:  # a verifier failure must not lose the answer: mark it unchecked

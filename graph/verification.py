@@ -18,6 +18,12 @@ the figures). Three checks, cheapest first; an answer is *verified* only if all 
    split; for a bare phrase (an answer repeating none of the question's words, such as
    a name or a date) it must reach the higher ``verify_threshold_phrase``.
 
+A short answer (``answer_style = "short"``) promises an exact phrase copied from the
+passage, so each of its clauses must occur there word for word (a quote is checkable by
+string match, and a rewritten span is where a small model slips), and it is always
+judged as a bare phrase: naming the question's words does not make "a by-election in
+his constituency" state what it answers.
+
 Anything less is *not verified*: the answer is shown with what could not be checked,
 or withheld (``on_unverified=abstain``).
 """
@@ -35,12 +41,19 @@ from langchain_core.runnables import RunnableConfig
 from graph import prompts
 from graph.context import context_message
 from tools.answer_check import yes_probability
-from tools.grounding import cited_clauses, missing_facts, statements, strip_markers
+from tools.grounding import (
+    cited_clauses,
+    found_phrase,
+    missing_facts,
+    statements,
+    strip_markers,
+)
 from tools.keyword_index import tokenize
 from tools.sanitize import addressed_to_model
 
 NO_CITATION = "cites no passage"
 FOLLOWS = "follows text addressed to the model"
+NOT_QUOTED = "this wording"
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 
 
@@ -67,10 +80,12 @@ def obeyed_words(clause: str, passage: str) -> list[str]:
     return list(dict.fromkeys(w for w in clause.split() if set(tokenize(w)) & only_inside))
 
 
-def _gaps(clause: str, passage: str) -> list[str]:
+def _gaps(clause: str, passage: str, extractive: bool) -> list[str]:
     obeyed = obeyed_words(clause, passage)
     followed = [f"{FOLLOWS} ({', '.join(obeyed)})"] if obeyed else []
-    return missing_facts(clause, passage) + followed
+    quote = clause.strip(" \t\n.,;:!?\"'")
+    unquoted = [NOT_QUOTED] if extractive and quote and not found_phrase(quote, passage) else []
+    return missing_facts(clause, passage) + followed + unquoted
 
 
 def _claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[int]]]]]:
@@ -106,11 +121,14 @@ class CitationCheck(NamedTuple):
     needed: int
 
 
-def citation_problems(draft: str, passages: Sequence[dict[str, Any]]) -> CitationCheck:
+def citation_problems(
+    draft: str, passages: Sequence[dict[str, Any]], *, extractive: bool = False
+) -> CitationCheck:
     """Each clause (the words before a group of markers such as ``[1][2]``) must have all
     its literals in *one* passage of its group: two true facts from two passages merged
     into one false claim ("k defaults to 5 and fetch_k to 10 [1][2]") fail, as does a
-    fact cited to a passage that does not hold it.
+    fact cited to a passage that does not hold it. ``extractive``: the clause itself
+    must also be a quote from that passage.
     """
     valid = range(1, len(passages) + 1)
     unsupported: list[str] = []
@@ -125,7 +143,7 @@ def citation_problems(draft: str, passages: Sequence[dict[str, Any]]) -> Citatio
             if not own:
                 facts.append(NO_CITATION)
                 continue
-            gaps = [_gaps(clause, passages[n - 1]["text"]) for n in own]
+            gaps = [_gaps(clause, passages[n - 1]["text"], extractive) for n in own]
             citations += len(own)
             needed += sum(not gap for gap in gaps)
             facts += min(gaps, key=len)  # the passage that holds the most of it
@@ -144,16 +162,18 @@ def verify_answer(
     threshold: float,
     phrase_threshold: float,
     retries: int,
+    extractive: bool = False,
     config: RunnableConfig | None = None,
 ) -> dict[str, Any]:
     """The verdict on ``draft``: ``grounded`` (verified), ``confidence`` and what failed.
-    ``phrase_threshold`` replaces ``threshold`` for a bare phrase (``answer_form``).
+    ``phrase_threshold`` replaces ``threshold`` for a bare phrase (``answer_form``), and
+    for every ``extractive`` (short-style) answer, which must also quote its passages.
 
     Raises ModelError when the verifier model cannot answer; the caller decides what
     an unchecked answer becomes.
     """
     claims = statements(draft)
-    check = citation_problems(draft, passages)
+    check = citation_problems(draft, passages, extractive=extractive)
     unsupported, missing, cited = check.unsupported, check.missing, check.cited
     verdict: dict[str, Any] = {
         "statements": len(claims),
@@ -162,7 +182,7 @@ def verify_answer(
         "missing": missing,
         "citations": check.citations,
         "citations_needed": check.needed,
-        "form": (form := answer_form(question, draft)),
+        "form": (form := "phrase" if extractive else answer_form(question, draft)),
         "threshold": phrase_threshold if form == "phrase" else threshold,
         # an answer that obeys a passage is withheld, not shown "not verified"
         "obeyed_passage": any(f.startswith(FOLLOWS) for fs in missing.values() for f in fs),

@@ -74,6 +74,7 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
                 threshold=settings.verify_threshold,
                 phrase_threshold=settings.verify_threshold_phrase,
                 retries=settings.llm_max_retries,
+                extractive=item.source == "squad",  # SQuAD items are short-style answers
             )
         except ModelError as exc:  # counted as not verified, and shown
             return {"confidence": None, "error": str(exc)}

@@ -165,7 +165,7 @@ def _found(literal: str, text: str) -> bool:
     return re.search(_START + re.escape(literal) + _END, text, re.IGNORECASE) is not None
 
 
-def _found_phrase(span: str, text: str) -> bool:
+def found_phrase(span: str, text: str) -> bool:
     """Whether a code span of several words occurs as written (any spacing, any case):
     `make install` is not supported by a passage holding `make demo` and "install"."""
     words = span.split()
@@ -199,4 +199,4 @@ def missing_facts(statement: str, context: str) -> list[str]:
     missing = [c for c in dict.fromkeys(candidates) if not _found(c, haystack)]
     if missing:  # a phrase is only news when each of its words was found on its own
         return missing
-    return [p for p in dict.fromkeys(phrases) if not _found_phrase(p, haystack)]
+    return [p for p in dict.fromkeys(phrases) if not found_phrase(p, haystack)]

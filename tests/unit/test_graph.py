@@ -293,6 +293,23 @@ def test_a_bare_phrase_needs_the_phrase_threshold(corpus_env, models):
     assert out["outcome"] == "not_verified"
 
 
+def test_a_short_answer_must_quote_its_passage_and_is_judged_as_a_phrase(corpus_env, models):
+    short = {"answer_style": "short", "max_regenerations": 0}
+    models.confidence = 0.66  # above verify_threshold, below the phrase one
+    models.answer = "Run make demo to install the service [1]."  # quoted, repeats the question
+    out = ask(models, "How do I install the service?", short)
+    assert out["verdict"]["form"] == "phrase" and out["outcome"] == "not_verified"
+    models.confidence = 0.9
+    out = ask(models, "How do I install the service?", short)
+    assert out["outcome"] == "verified" and out["verdict"]["unsupported"] == []
+    models.answer = "Run make demo to set up the service [1]."  # reworded: not a quote
+    out = ask(models, "How do I install the service?", short)
+    assert out["outcome"] == "not_verified" and out["verdict"]["confidence"] == 0.0
+    assert list(out["verdict"]["missing"].values()) == [["this wording"]]
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    assert out["outcome"] == "verified"  # the full style may reword
+
+
 # guard_max_distance 2: every question is near enough, so the query model decides
 GUARDED = {
     "guard_domain": "installing and tracing the service",
