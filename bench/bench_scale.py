@@ -20,6 +20,10 @@ vectors, normalisation, deduplication) and their total, query embedding excluded
 the process's RSS at the end. The real embedder's query time is measured once and
 reported on its own.
 
+The keyword index reads a bounded number of postings per query (tools/keyword_index.py);
+``agreement`` is the share of its top 10 that exhaustive BM25 (every posting, every
+chunk pooled) also ranks in its top 10, averaged over the queries.
+
 The baseline is the same code at ``--baseline-rev`` (the last commit with the
 in-memory rank-bm25 index), extracted with ``git archive`` and put first on the
 child's ``PYTHONPATH``; it runs up to ``--baseline-max`` chunks.
@@ -230,6 +234,20 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
+def agreement(folder: Path, questions: list[str], k: int = 10) -> float:
+    """Top-``k`` overlap of the keyword index with exhaustive BM25 on the same manifest."""
+    from tools.manifest import Manifest
+
+    manifest = Manifest(folder / "collections" / f"{COLLECTION}.sqlite")
+    everything = manifest.keyword_index(postings_budget=2**62, max_postings=2**62, pool=2**62)
+    shares = []
+    for question in questions:
+        exact = {cid for cid, _ in everything.search(question, k)}
+        found = {cid for cid, _ in manifest.keywords.search(question, k)}
+        shares.append(len(found & exact) / max(1, len(exact)))
+    return round(statistics.mean(shares), 3)
+
+
 def run_child(folder: Path, questions: list[str], code: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{REPO}"}
     done = subprocess.run(
@@ -298,6 +316,7 @@ def main() -> None:
         # into the page cache (the first measured one was up to 10x slower)
         run_child(folder, questions[:10], REPO)
         row["fts5"] = run_child(folder, questions, REPO)
+        row["fts5"]["agreement"] = agreement(folder, questions)
         if size <= args.baseline_max:
             row["rank_bm25"] = run_child(folder, questions, baseline)
         results["sizes"][size] = row
@@ -309,8 +328,8 @@ def table(results: dict) -> str:
     lines = [
         f"query embedding (MiniLM, excluded below): p50 {results['query_embedding_ms']['p50']} ms",
         "| chunks | index | ingest s | disk MB | open s | 1st query s | RSS MB | dense p50/p95 "
-        "| keyword p50/p95 | fusion p50/p95 | retrieval p50/p95 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| keyword p50/p95 | fusion p50/p95 | retrieval p50/p95 ms | top-10 agreement |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for size, row in results["sizes"].items():
         for name in ("rank_bm25", "fts5"):
@@ -323,7 +342,9 @@ def table(results: dict) -> str:
             ]
             lines.append(
                 f"| {int(size):,} | {name} | {b['ingest_s']} | {b['disk_mb']} | {r['open_s']} | "
-                f"{r['first_query_s']} | {r['rss_mb']} | " + " | ".join(cells) + " |"
+                f"{r['first_query_s']} | {r['rss_mb']} | "
+                + " | ".join(cells)
+                + f" | {r.get('agreement', 'exact')} |"
             )
     return "\n".join(lines)
 

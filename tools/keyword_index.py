@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -50,12 +50,14 @@ K1, B = 1.5, 0.75
 # candidates scored again from their tokens, per result asked for: the pool's scores
 # leave out the words not read
 CANDIDATE_FACTOR, MIN_CANDIDATES = 4, 50
-POOL = 3000  # chunks scored from their occurrences and lengths, per round
+POOL = 1000  # chunks scored from their occurrences and lengths, per round
 # chunks whose occurrences one search reads before it tries the rarer words alone (see
 # search); the budget doubles while a word left out could still change the top k, up to
-# MAX_POSTINGS: past that, the commonest words only rescore the candidates (the overlap
-# with exact BM25 is measured in bench/bench_scale.py)
-POSTINGS_BUDGET, MAX_POSTINGS = 20_000, 160_000
+# MAX_POSTINGS: past that, the commonest words only rescore the candidates.
+# bench/bench_scale.py measures the agreement with exhaustive BM25; these values were
+# chosen with it (docs_corpus/performance.md)
+POSTINGS_BUDGET, MAX_POSTINGS = 40_000, 320_000
+MAX_CACHED_COUNTS = 100_000  # words whose chunk counts are kept (see KeywordIndex)
 
 # A chunk's length in tokens as BM25 counts it (an empty chunk counts one, as rank-bm25's).
 _LENGTH = "MAX(1, LENGTH({0}.tokens) - LENGTH(REPLACE({0}.tokens, ' ', '')) + ({0}.tokens != ''))"
@@ -158,27 +160,50 @@ class _Query:
 
 
 class KeywordIndex:
-    """Searches the FTS5 index in a manifest database; holds nothing but the connection."""
+    """Searches the FTS5 index in a manifest database. Besides the connection it holds only
+    the chunk counts of words recently searched for, valid for one ``generation`` of the
+    manifest (bumped by every commit that changes chunks, in any process)."""
 
     def __init__(
         self,
         db: sqlite3.Connection,
+        generation: Callable[[], int],
         postings_budget: int = POSTINGS_BUDGET,
         max_postings: int = MAX_POSTINGS,
+        pool: int = POOL,
     ) -> None:
         self._db = db
-        self._budget, self._max = postings_budget, max_postings
+        self._generation = generation
+        self._budget, self._max, self._pool = postings_budget, max_postings, pool
+        self._counts: tuple[int, dict[str, int]] = (-1, {})
+
+    def _containing(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many chunks hold each term (terms in none left out). FTS5 counts them by
+        walking the term's whole list of occurrences (2-10 ms for a common word at a
+        million chunks, paid twice a question), so counts are kept until the next commit.
+        A count is kept only when no commit landed while it was read; each generation gets
+        a new dict, so a slow reader never files old counts under a new generation."""
+        generation = self._generation()
+        at, known = self._counts
+        if at != generation or len(known) > MAX_CACHED_COUNTS:
+            known = {}
+            self._counts = (generation, known)
+        read = {}
+        for term in dict.fromkeys(terms):
+            if term not in known:
+                found = self._db.execute(
+                    "SELECT doc FROM chunk_term_counts WHERE term = ?", (term,)
+                ).fetchone()
+                read[term] = found[0] if found else 0
+        if read and self._generation() == generation:
+            known.update(read)
+        counts = {**known, **read}
+        return {t: counts[t] for t in dict.fromkeys(terms) if counts[t]}
 
     def _query(self, query: str) -> _Query:
         terms = tokenize(query)
         chunks, tokens = self._db.execute("SELECT chunks, tokens FROM chunk_totals").fetchone()
-        containing = {}
-        for term in dict.fromkeys(terms):
-            found = self._db.execute(
-                "SELECT doc FROM chunk_term_counts WHERE term = ?", (term,)
-            ).fetchone()
-            if found:
-                containing[term] = found[0]
+        containing = self._containing(terms)
         idf = {t: lucene_idf(chunks, n) for t, n in containing.items()}
         return _Query(terms, containing, idf, tokens / max(1, chunks))
 
@@ -199,6 +224,7 @@ class KeywordIndex:
             return []
         last = self._db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0] or 0
         frequency = np.zeros(last + 1, np.float32)  # saturated tf x idf: picks the pool
+        lengths = np.zeros(last + 1, np.float32)  # of the chunks pooled so far
         occurrences: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         budget = self._budget
         while True:
@@ -210,7 +236,7 @@ class KeywordIndex:
                 chunks, tf = occurrences[word]
                 frequency[chunks] += q.weight(word) * tf / (tf + K1)
                 postings += q.containing[word]
-            pool, partial = self._pooled(q, frequency, occurrences)
+            pool, partial = self._pooled(q, frequency, occurrences, lengths)
             left = rarest[len(occurrences) :]
             # a pooled chunk's true score is at least its partial one (the words not read
             # can only add), so the k-th partial score bounds the k-th true one from below
@@ -225,7 +251,7 @@ class KeywordIndex:
         (listed,) = self._db.execute(
             "SELECT group_concat(doc) FROM chunk_term_occurrences WHERE term = ?", (word,)
         ).fetchone()
-        rowids = np.array(listed.split(","), dtype=np.int64) if listed else np.zeros(0, np.int64)
+        rowids = np.fromstring(listed or "", dtype=np.int64, sep=",")  # 14x np.array(split)
         return np.unique(rowids[rowids <= last], return_counts=True)  # later: not in frequency
 
     def _pooled(
@@ -233,12 +259,13 @@ class KeywordIndex:
         q: _Query,
         frequency: np.ndarray,
         occurrences: dict[str, tuple[np.ndarray, np.ndarray]],
+        lengths: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The pool's rowids and their BM25 over the words read so far."""
         pool = np.flatnonzero(frequency)
-        if len(pool) > POOL:
-            pool = pool[np.argpartition(-frequency[pool], POOL - 1)[:POOL]]
-        norm = K1 * (1 - B + B * self._lengths(pool) / q.avg)
+        if len(pool) > self._pool:
+            pool = pool[np.argpartition(-frequency[pool], self._pool - 1)[: self._pool]]
+        norm = K1 * (1 - B + B * self._lengths(pool, lengths) / q.avg)
         partial = np.zeros(len(pool))
         for word, (chunks, tf) in occurrences.items():
             if not len(chunks):  # a commit removed its chunks after the counts were read
@@ -257,20 +284,19 @@ class KeywordIndex:
         scored.sort(key=lambda item: (-item[1], item[0]))
         return [(cid, score) for cid, score in scored[:k] if score > 0]
 
-    def _lengths(self, rowids: np.ndarray) -> np.ndarray:
+    def _lengths(self, rowids: np.ndarray, known: np.ndarray) -> np.ndarray:
         """Chunk lengths in tokens, from FTS5's own table of them (a varint per chunk):
-        reading the tokens instead cost 45 ms for 5,000 chunks."""
-        ordered = np.sort(rowids)
-        sizes = np.ones(len(ordered))
-        for start in range(0, len(ordered), 5000):
-            part = ordered[start : start + 5000]
+        reading the tokens instead cost 45 ms for 5,000 chunks. ``known`` holds the lengths
+        read by earlier rounds of the same search (0: not read), most of the next pool."""
+        unread = np.sort(rowids[known[rowids] == 0])
+        for start in range(0, len(unread), 5000):
+            part = unread[start : start + 5000]
             rows = self._db.execute(
-                "SELECT id, sz FROM chunk_terms_docsize "
-                f"WHERE id IN ({','.join(map(str, part))}) ORDER BY id"
+                f"SELECT id, sz FROM chunk_terms_docsize WHERE id IN ({','.join(map(str, part))})"
             ).fetchall()
-            at = start + np.searchsorted(part, [r[0] for r in rows])
-            sizes[at] = [b[0] if b[0] < 0x80 else _varint(b) for _, b in rows]
-        return np.maximum(1, sizes[np.searchsorted(ordered, rowids)])
+            known[[r[0] for r in rows]] = [b[0] if b[0] < 0x80 else _varint(b) for _, b in rows]
+            known[part[known[part] == 0]] = 1  # removed by a commit since: any length will do
+        return np.maximum(1, known[rowids])
 
     def score(self, query: str, rows: Sequence[tuple[str, str]]) -> dict[str, float]:
         """BM25 score of each (chunk id, stored tokens) row, however low it ranks."""

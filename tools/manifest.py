@@ -93,7 +93,13 @@ class Manifest:
         if problem != "ok":  # damaged pages would otherwise surface mid-run, or never
             raise sqlite3.DatabaseError(f"integrity check failed: {problem}")
         prepare(self._db)
-        self.keywords = KeywordIndex(self._db)
+        self.keywords = self.keyword_index()
+
+    def keyword_index(self, **limits: int) -> KeywordIndex:
+        """The keyword index over this manifest; ``limits`` (postings_budget, max_postings,
+        pool) replace its defaults: tests and bench_scale compare the bounded search with
+        an exhaustive one."""
+        return KeywordIndex(self._db, self.generation, **limits)
 
     def close(self) -> None:
         self._db.close()

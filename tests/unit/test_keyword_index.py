@@ -11,7 +11,7 @@ import pytest
 
 from tests.bm25_reference import MemoryKeywordIndex
 from tools.documents import Chunk
-from tools.keyword_index import KeywordIndex, tokenize
+from tools.keyword_index import tokenize
 from tools.manifest import DocumentEntry, FileRecord, Manifest
 
 WORDS = "apple banana cherry orchard kitchen winter index vector search query model".split()
@@ -72,7 +72,7 @@ def test_rarest_words_first_finds_the_same_top_k(tmp_path, query):
     """With a budget of one posting, candidates come from the rarest word alone and the
     other words are added one by one until none could change the top k."""
     manifest = filled(tmp_path, corpus(60))
-    frugal = KeywordIndex(manifest._db, postings_budget=1, max_postings=10**9)
+    frugal = manifest.keyword_index(postings_budget=1, max_postings=10**9)
     want = reference(manifest).search(query, 10)
     assert [s for _, s in frugal.search(query, 10)] == pytest.approx([s for _, s in want])
 
@@ -106,6 +106,23 @@ def test_another_connections_commit_is_searched_without_reopening(tmp_path):
     assert len(reader.keywords.search("banana", 5)) == 1
 
 
+def test_kept_word_counts_follow_every_commit(tmp_path):
+    """Chunk counts are kept between searches, for one generation only: after a commit,
+    here or in another process, scores are rank-bm25's on the new contents again."""
+    reader = filled(tmp_path, corpus(20))
+    writer = Manifest(tmp_path / "c.sqlite")
+    for change in (
+        lambda: reader.replace_file(*entry("extra.md", ["apple apple winter", "apple"])),
+        lambda: writer.replace_file(*entry("f3.md", ["cherry", "cherry orchard"])),
+        lambda: writer.remove_file("extra.md"),
+    ):
+        reader.keywords.search("apple cherry winter", 10)  # fills the counts
+        change()
+        got = reader.keywords.search("apple cherry winter", 10)
+        want = reference(reader).search("apple cherry winter", 10)
+        assert [s for _, s in got] == pytest.approx([s for _, s in want])
+
+
 def test_a_manifest_from_before_the_index_gets_it_when_opened(tmp_path):
     filled(tmp_path, corpus(5)).close()
     with sqlite3.connect(tmp_path / "c.sqlite") as db:
@@ -132,5 +149,5 @@ def test_a_word_whose_chunks_went_since_its_count_was_read_scores_nothing(tmp_pa
     frequency = np.zeros(10, np.float32)
     frequency[1] = 1.0
     occurrences = {word: index._occurrences(word, 9) for word in stale.containing}
-    pool, partial = index._pooled(stale, frequency, occurrences)
+    pool, partial = index._pooled(stale, frequency, occurrences, np.zeros(10, np.float32))
     assert list(pool) == [1] and partial[0] > 0
