@@ -1,16 +1,16 @@
 """Extract -> partition -> embed -> persist, incremental and safe to interrupt.
 
-Per file, the order is: upsert vectors, commit the manifest, delete superseded
-vectors. The manifest commit is the only step readers trust, so a run killed at
-any point leaves each file either as it was or as it is now; the next run removes
-the orphaned vectors and finishes the job. Unchanged files are recognised from
+Per file, the order is: upsert vectors, then commit the manifest. Superseded
+chunks and their vectors are kept for rollback (until `rag collections gc`). The
+manifest commit is the only step readers trust, so a run killed at any point
+leaves each file either as it was or as it is now; the next run removes the
+orphaned vectors and finishes the job. Unchanged files are recognised from
 size and mtime (then content hash) and cost nothing; unchanged texts inside
 changed or renamed files reuse their stored vectors instead of being re-embedded.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import time
@@ -34,7 +34,7 @@ from ingest.extract import (
 )
 from ingest.partition import PartitionOptions, partition
 from tools import tracing
-from tools.collection import Collection
+from tools.collection import Collection, CollectionBusy, exclusive
 from tools.config import Settings
 from tools.documents import Chunk, ExtractedDocument, short_hash
 from tools.errors import ModelError
@@ -119,17 +119,12 @@ class _Pending:
 
 
 @contextmanager
-def _exclusive(collection: Collection) -> Iterator[None]:
-    """One writer per collection: orphan removal must not race another run's uploads."""
-    lock_path = collection.manifest.path.with_suffix(".lock")
-    with lock_path.open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise IngestError(
-                f"another ingestion into {collection.name!r} is running (lock {lock_path})"
-            ) from None
-        yield
+def _exclusive(collection: Collection, settings: Settings) -> Iterator[None]:
+    try:
+        with exclusive(settings, collection.name):
+            yield
+    except CollectionBusy as exc:
+        raise IngestError(str(exc)) from None
 
 
 def _embed_with_retry(embedder: Embeddings, texts: list[str], attempts: int) -> list[list[float]]:
@@ -178,7 +173,7 @@ class Ingestor:
         inputs = {"paths": [str(p) for p in paths], "collection": self.collection.name}
         with (
             tracing.span(self.settings, "ingest", root=True, input=inputs) as trace,
-            _exclusive(self.collection),
+            _exclusive(self.collection, self.settings),
         ):
             report.orphans_removed = self.collection.remove_orphans()
             with tracing.span(self.settings, "extract_partition") as stage:
@@ -369,8 +364,9 @@ class Ingestor:
                 for d, cs in item.documents
             ]
             manifest.replace_file(item.record, entries, self._run_version())  # the commit point
+            # the old vectors stay: the version keeps the chunks it replaced for rollback,
+            # until `rag collections gc`
             new_ids = {c.id for c in item.chunks}
-            self.collection.vectors.delete(old_ids - new_ids)
             report.files_indexed += 1
             report.chunks_added += len(new_ids - old_ids)
             report.chunks_deleted += len(old_ids - new_ids)
@@ -389,7 +385,6 @@ class Ingestor:
             if file in seen or not any(file == r or file.startswith(r + "/") for r in roots):
                 continue
             old_ids = manifest.chunk_ids_of_file(file)
-            manifest.remove_file(file, self._run_version())
-            self.collection.vectors.delete(old_ids)
+            manifest.remove_file(file, self._run_version())  # kept for rollback, as above
             report.files_removed += 1
             report.chunks_deleted += len(old_ids)

@@ -100,7 +100,7 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         log = Path(args.out) / "answers.items.jsonl"
         log.unlink(missing_ok=True)
     asked = Collection(settings, collection)
-    version = asked.manifest.version()  # the collection as it was answered from
+    version = asked.version  # the collection as it was answered from (as_of, or the latest)
     asked.close()
     report = evaluate_answers(settings, items, judge=args.judge, log=log, services=args.services)
     report |= {

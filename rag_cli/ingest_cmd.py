@@ -14,7 +14,7 @@ from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor, IngestReport
 from ingest.watch import watch
-from tools.collection import Collection, drop_collection, list_collections
+from tools.collection import Collection, drop_collection, exclusive, list_collections
 from tools.config import Settings
 from tools.models import chat_model, embeddings
 
@@ -77,12 +77,26 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     diff.add_argument("new", type=int, metavar="V2")
     diff.add_argument("--json", action="store_true")
     diff.set_defaults(run=run_diff)
+    rollback = versions.add_parser(
+        "rollback", help="answer as version V did (a new version; nothing is re-embedded)"
+    )
+    rollback.add_argument("name", metavar="NAME")
+    rollback.add_argument("version", type=int, metavar="V")
+    rollback.add_argument("--json", action="store_true")
+    rollback.set_defaults(run=run_rollback)
+    gc = versions.add_parser(
+        "gc", help="reclaim the space of old versions, keeping rollback to the last N"
+    )
+    gc.add_argument("name", metavar="NAME")
+    gc.add_argument("--keep", type=int, required=True, metavar="N")
+    gc.add_argument("--json", action="store_true")
+    gc.set_defaults(run=run_gc)
 
     inspect = sub.add_parser("inspect", help="show how a source was chunked")
     inspect.add_argument("source", help="source name as listed in the collection")
     inspect.add_argument("--collection")
     inspect.set_defaults(run=run_inspect)
-    return [ingest, collections, history, diff, inspect]
+    return [ingest, collections, history, diff, rollback, gc, inspect]
 
 
 def _options(args: argparse.Namespace, settings: Settings) -> IngestOptions:
@@ -236,6 +250,7 @@ def run_history(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{args.name}: no recorded versions (ingested before versions were kept)")
     for row in rows:
         state = "" if row["finished_at"] else " (interrupted: only these files committed)"
+        state += f" ({row['note']})" if row["note"] else ""
         print(
             f"v{row['version']}  {_stamp(row['started_at'])}  {row['added']} added, "
             f"{row['changed']} changed, {row['removed']} removed{state}"
@@ -276,6 +291,47 @@ def run_diff(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  ~ {f} ({before} -> {after} chunks)")
     for f, chunks in changes["removed"].items():
         print(f"  - {f} ({chunks} chunks)")
+    return 0
+
+
+def run_rollback(args: argparse.Namespace, settings: Settings) -> int:
+    with exclusive(settings, args.name):
+        collection = Collection(settings, args.name)
+        try:
+            new, restored = collection.rollback(args.version)
+        finally:
+            collection.close()
+    if args.json:
+        print(json.dumps({"version": new, "rolled_back_to": args.version, "chunks": restored}))
+    elif new is None:
+        print(f"{args.name} already holds what v{args.version} held; nothing changed")
+    else:
+        print(
+            f"{args.name} v{new}: rolled back to v{args.version} ({restored} chunks restored, "
+            "none re-embedded). The next `rag ingest` of the folder brings changed files "
+            "back; `rag collections rollback` to the version before undoes this."
+        )
+    return 0
+
+
+def run_gc(args: argparse.Namespace, settings: Settings) -> int:
+    if args.keep < 1:
+        raise ValueError("--keep must be at least 1 (the current version)")
+    with exclusive(settings, args.name):
+        collection = Collection(settings, args.name)
+        try:
+            freed = collection.gc(args.keep)
+        finally:
+            collection.close()
+    if args.json:
+        print(json.dumps(freed))
+    else:
+        print(
+            f"{args.name}: {freed['retired_chunks_deleted']} kept chunks and "
+            f"{freed['vectors_deleted']} vectors deleted, "
+            f"{freed['manifest_bytes_freed'] / 1e6:.1f} MB of manifest freed; rollback now "
+            f"reaches back to v{freed['restorable_from']}"
+        )
     return 0
 
 

@@ -25,6 +25,7 @@ Command = Callable[[argparse.Namespace, Settings], int]
 
 _FLAG_SETTINGS = (
     "data_dir",
+    "as_of",
     "generator_model",
     "query_model",
     "verifier_model",

@@ -14,10 +14,12 @@ otherwise give wrong answers silently, so each is an error that says how to repa
 from __future__ import annotations
 
 import fcntl
+import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +42,7 @@ READ_BACKOFF_S = 0.01
 # a million chunks as at ten (Chroma's count alone took 0.5 s at 100k; an ingestion
 # compares every id when it removes orphans)
 CHECK_SAMPLE = 64
+MAX_OVERFETCH = 64  # dense search asks the store for at most this many times k
 T = TypeVar("T")
 
 
@@ -67,9 +70,44 @@ def manifest_path(settings: Settings, name: str) -> Path:
     return settings.data_dir / "collections" / f"{name}.sqlite"
 
 
-def handle_key(settings: Settings, name: str) -> tuple[str, str, int, str]:
+def _version_snapshot(
+    settings: Settings, name: str, version: int, vectors: ChromaChunkStore
+) -> Path:
+    """A copy of the manifest rolled back to ``version``, made once and then reused (what a
+    past version held never changes). ``as_of`` reads it with the collection's own vector
+    store, which keeps the vectors of replaced chunks until gc."""
+    target = snapshot_folder_of(manifest_path(settings, name)) / f"{name}-v{version}.sqlite"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    with (
+        closing(sqlite3.connect(manifest_path(settings, name))) as source,
+        closing(sqlite3.connect(building)) as copy,
+    ):
+        source.backup(copy)
+    past = Manifest(building)
+    try:
+        past.rollback(version, vectors.held)
+    except ValueError as exc:
+        raise ConfigError(f"as_of={version}: {exc}") from None
+    finally:
+        past.close()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{building}{suffix}").unlink(missing_ok=True)
+    os.replace(building, target)
+    return target
+
+
+def handle_key(settings: Settings, name: str) -> tuple[str, str, int, str, int]:
     """What an open ``Collection`` depends on: where it is, and how it is searched."""
-    return (str(settings.data_dir), settings.chroma_host or "", settings.hnsw_ef_search, name)
+    return (
+        str(settings.data_dir),
+        settings.chroma_host or "",
+        settings.hnsw_ef_search,
+        name,
+        settings.as_of or 0,
+    )
 
 
 def list_collections(settings: Settings) -> list[str]:
@@ -102,8 +140,13 @@ class Collection:
         fresh_store: bool = False,
     ):
         self.name = check_name(name or settings.collection)
+        self.as_of = settings.as_of
+        if self.as_of and create:
+            raise ConfigError(
+                f"as_of={self.as_of} reads a past version of {self.name!r}; ingestion writes "
+                "the current one: unset as_of (RAG_AS_OF, --as-of) to ingest"
+            )
         path = manifest_path(settings, self.name)
-        self._file = _file_identity(path)
         if not create and not path.exists():
             known = ", ".join(list_collections(settings)) or "none yet"
             raise ConfigError(
@@ -132,6 +175,13 @@ class Collection:
         self.vectors = ChromaChunkStore(
             chroma_client(settings, fresh=fresh_store), self.name, settings.hnsw_ef_search
         )
+        if self.as_of:  # the same vectors, and the manifest as it was after that version
+            self.manifest.close()
+            self.manifest = Manifest(
+                _version_snapshot(settings, self.name, self.as_of, self.vectors)
+            )
+            self._seen = self.manifest.generation()
+        self._file = _file_identity(self.manifest.path)
         self.check()
 
     def close(self) -> None:
@@ -233,10 +283,19 @@ class Collection:
     def dense_search(
         self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None
     ) -> list[tuple[Chunk, float]]:
-        """Nearest committed chunks with their cosine distance (0 = same direction)."""
-        hits = self.vectors.search(vector, k, where)
-        committed = self.manifest.committed(chunk.id for chunk, _ in hits)
-        return [(chunk, dist) for chunk, dist in hits if chunk.id in committed]
+        """Nearest committed chunks with their cosine distance (0 = same direction).
+
+        The store also holds vectors of chunks kept for rollback (and, briefly, of an
+        ingestion not committed yet); while they crowd committed ones out of the top
+        ``k``, more are fetched."""
+        fetch = k
+        while True:
+            hits = self.vectors.search(vector, fetch, where)
+            committed = self.manifest.committed(chunk.id for chunk, _ in hits)
+            kept = [(chunk, dist) for chunk, dist in hits if chunk.id in committed]
+            if len(kept) >= k or len(hits) < fetch or fetch >= k * MAX_OVERFETCH:
+                return kept[:k]
+            fetch *= 4
 
     def keyword_search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
         hits = self.manifest.keywords.search(query, k)
@@ -257,34 +316,96 @@ class Collection:
             chunk.doc_id, max(0, chunk.chunk_index - before), chunk.chunk_index + after
         )
 
+    @property
+    def version(self) -> int | None:
+        """The version this handle answers from: ``as_of``, or the latest."""
+        return self.as_of or self.manifest.version()
+
     def stats(self) -> dict[str, Any]:
         return {
             "name": self.name,
             **self.manifest.stats(),
-            "version": self.manifest.version(),
+            "version": self.version,
             "vectors": self.vectors.count(),
             **self.manifest.meta(),
         }
 
     # --- maintenance -------------------------------------------------------------------------
     def remove_orphans(self) -> int:
-        """Delete vectors no committed chunk owns (left by an interrupted ingestion)."""
-        orphans = self.vectors.ids() - self.manifest.chunk_ids()
+        """Delete vectors no committed chunk owns (left by an interrupted ingestion); the
+        vectors of chunks kept for rollback stay."""
+        orphans = self.vectors.ids() - self.manifest.vector_owners()
         self.vectors.delete(orphans)
         return len(orphans)
+
+    def rollback(self, version: int) -> tuple[int | None, int]:
+        """Answer as the collection did after ``version``, as a new version; nothing is
+        re-embedded. Returns the new version (None: it already held that) and how many
+        chunks came back."""
+        new, restored = self.manifest.rollback(version, self.vectors.held)
+        return new, len(restored)
+
+    def gc(self, keep: int) -> dict[str, int]:
+        """Keep rollback possible to the last ``keep`` versions only: the chunks and
+        vectors only older versions used are deleted, and version snapshots (``as_of``)
+        are made again when next asked for."""
+        if self.as_of:
+            raise ConfigError("gc changes the current version: unset as_of")
+        size = _bytes(self.manifest.path)
+        retired, unused = self.manifest.reclaim(keep)
+        self.vectors.delete(unused)
+        for snapshot in snapshot_folder_of(self.manifest.path).glob(f"{self.name}-v*.sqlite"):
+            snapshot.unlink(missing_ok=True)
+        return {
+            "retired_chunks_deleted": retired,
+            "vectors_deleted": len(unused),
+            "manifest_bytes_freed": size - _bytes(self.manifest.path),
+            "restorable_from": self.manifest.restorable_from(),
+        }
+
+
+def snapshot_folder_of(manifest: Path) -> Path:
+    """The snapshots folder beside the ``collections`` folder holding ``manifest``."""
+    return manifest.parent.parent / "snapshots"
+
+
+def _bytes(path: Path) -> int:
+    return sum(
+        Path(f"{path}{suffix}").stat().st_size
+        for suffix in ("", "-wal")
+        if Path(f"{path}{suffix}").exists()
+    )
+
+
+class CollectionBusy(ConfigError):
+    """Another process is writing the collection (an ingestion, a rollback, a gc)."""
+
+
+@contextmanager
+def exclusive(settings: Settings, name: str) -> Iterator[None]:
+    """One writer per collection: an ingestion, a rollback, a gc or a drop holds this lock
+    while it writes (orphan removal must not race another run's uploads)."""
+    lock_path = manifest_path(settings, name).with_suffix(".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CollectionBusy(
+                f"another ingestion into {name!r} is running (lock {lock_path}); retry when "
+                "it has finished"
+            ) from None
+        yield
 
 
 def drop_collection(settings: Settings, name: str) -> None:
     """Remove a collection even when it cannot be opened (damaged or another version),
-    under the ingestion lock, so it never races a running ingestion."""
+    under the writer lock, so it never races a running ingestion."""
     check_name(name)
     path = manifest_path(settings, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.with_suffix(".lock").open("w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"an ingestion into {name!r} is running; retry later") from None
+    with exclusive(settings, name):
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
+        for snapshot in snapshot_folder_of(path).glob(f"{name}-v*.sqlite"):
+            snapshot.unlink(missing_ok=True)
         drop_vectors(chroma_client(settings), name)

@@ -80,6 +80,12 @@ class Settings(BaseModel):
         pattern=f"^{COLLECTION_NAME}$",
         description="Default collection name (3-64 chars: letters, digits, . _ -).",
     )
+    as_of: int | None = Field(
+        None,
+        ge=1,
+        description="Answer from this version of the collection (`rag collections history`) "
+        "instead of the latest, e.g. to reproduce a past answer or evaluation; read only.",
+    )
     chroma_host: str = Field(
         "", description="host:port of a Chroma server; empty keeps Chroma embedded on disk."
     )
@@ -316,6 +322,7 @@ class Settings(BaseModel):
 REQUEST_SETTINGS = frozenset(
     {
         "collection",
+        "as_of",
         "k",
         "fetch_k",
         "hybrid_weight",

@@ -15,7 +15,7 @@ import json
 import sqlite3
 import time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +48,25 @@ CREATE TABLE IF NOT EXISTS version_files (
     version INTEGER NOT NULL, file TEXT NOT NULL, action TEXT NOT NULL,
     content_hash TEXT NOT NULL, chunks INTEGER NOT NULL, PRIMARY KEY (version, file)
 );
+-- what each version replaced or removed, so the collection can go back to an earlier
+-- version without re-embedding (their vectors stay in the store until gc)
+CREATE TABLE IF NOT EXISTS retired_files (
+    removed_in INTEGER NOT NULL, file TEXT NOT NULL, size INTEGER, mtime_ns INTEGER,
+    config_hash TEXT, ingested_at REAL, PRIMARY KEY (removed_in, file)
+);
+CREATE TABLE IF NOT EXISTS retired_documents (
+    removed_in INTEGER NOT NULL, source TEXT NOT NULL, file TEXT NOT NULL, doc_id TEXT NOT NULL,
+    file_hash TEXT NOT NULL, kind TEXT, title TEXT, chunk_count INTEGER,
+    PRIMARY KEY (removed_in, source)
+);
+CREATE TABLE IF NOT EXISTS retired_chunks (
+    removed_in INTEGER NOT NULL, file TEXT NOT NULL, id TEXT NOT NULL, source TEXT NOT NULL,
+    doc_id TEXT NOT NULL, chunk_index INTEGER, kind TEXT, text TEXT NOT NULL,
+    tokens TEXT NOT NULL, metadata TEXT NOT NULL, PRIMARY KEY (removed_in, id)
+);
+CREATE INDEX IF NOT EXISTS retired_chunks_file ON retired_chunks(file, removed_in);
+CREATE INDEX IF NOT EXISTS retired_chunks_id ON retired_chunks(id);
+CREATE TABLE IF NOT EXISTS version_notes (version INTEGER PRIMARY KEY, note TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pending_vectors (
     model TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (model, text_hash)
@@ -198,6 +217,7 @@ class Manifest:
         documents = list(documents)
         with self._transaction() as db:
             existed = db.execute("SELECT 1 FROM files WHERE file = ?", (record.file,)).fetchone()
+            retire_in = self._first_touch(db, record.file, version)
             if version is not None:
                 db.execute(
                     "INSERT OR REPLACE INTO version_files VALUES (?, ?, ?, ?, ?)",
@@ -209,7 +229,7 @@ class Manifest:
                         sum(len(d.chunks) for d in documents),
                     ),
                 )
-            self._delete_file(db, record.file)
+            self._delete_file(db, record.file, retire_in)
             self._bump(db)
             db.execute(
                 "INSERT INTO files VALUES (?, ?, ?, ?, ?)",
@@ -247,12 +267,13 @@ class Manifest:
 
     def remove_file(self, file: str, version: int | None = None) -> None:
         with self._transaction() as db:
+            retire_in = self._first_touch(db, file, version)
             if version is not None:
                 db.execute(
                     "INSERT OR REPLACE INTO version_files VALUES (?, ?, 'removed', '', 0)",
                     (version, file),
                 )
-            self._delete_file(db, file)
+            self._delete_file(db, file, retire_in)
             self._bump(db)
 
     # --- versions: one per ingestion run that changed something ------------------------
@@ -276,11 +297,12 @@ class Manifest:
         has ``finished_at`` None and lists the files it committed before it stopped)."""
         rows = self._db.execute(
             "SELECT v.version, v.started_at, v.finished_at, "
-            "SUM(f.action = 'added'), SUM(f.action = 'changed'), SUM(f.action = 'removed') "
-            "FROM versions v JOIN version_files f ON f.version = v.version "
+            "SUM(f.action = 'added'), SUM(f.action = 'changed'), SUM(f.action = 'removed'), "
+            "n.note FROM versions v JOIN version_files f ON f.version = v.version "
+            "LEFT JOIN version_notes n ON n.version = v.version "
             "GROUP BY v.version ORDER BY v.version"
         )
-        keys = ("version", "started_at", "finished_at", "added", "changed", "removed")
+        keys = ("version", "started_at", "finished_at", "added", "changed", "removed", "note")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def version(self) -> int | None:
@@ -302,8 +324,175 @@ class Manifest:
                 held[file] = (content_hash, chunks)
         return held
 
+    def _current_files(self) -> dict[str, tuple[str, int]]:
+        """{file: (content hash, chunks)} as committed now, for files some version recorded
+        (a file ingested before versions were kept has no past to go back to)."""
+        recorded = {r[0] for r in self._db.execute("SELECT DISTINCT file FROM version_files")}
+        held: dict[str, tuple[str, int]] = {}
+        for file in recorded & set(self.files()):
+            docs = self._db.execute(
+                "SELECT file_hash, chunk_count FROM documents WHERE file = ?", (file,)
+            ).fetchall()
+            held[file] = (short_hash("file", *sorted(h for h, _ in docs)), sum(n for _, n in docs))
+        return held
+
+    def restorable_from(self) -> int:
+        """The oldest version ``rollback`` can go back to (gc raises it)."""
+        return int(self.meta().get("restorable_from", 1))
+
+    def rollback(
+        self, target: int, has_vectors: Callable[[set[str]], set[str]]
+    ) -> tuple[int | None, set[str]]:
+        """Make the collection hold what it held after version ``target``, as a new version
+        noted "rollback to vN", in one transaction: files changed since are swapped back
+        from the retired rows, nothing is re-embedded. ``has_vectors`` says which of the
+        chunk ids to restore the vector store holds; if any is missing nothing changes.
+        Returns the new version (None when the collection already holds ``target``) and
+        the ids restored."""
+        known = {v["version"] for v in self.versions()}
+        if target not in known:
+            raise ValueError(f"no version {target} (versions: {sorted(known) or 'none'})")
+        if target < self.restorable_from():
+            raise ValueError(
+                f"version {target} was reclaimed by gc; the oldest version kept is "
+                f"{self.restorable_from()}"
+            )
+        with self._transaction() as db:
+            want, now = self.files_at(target), self._current_files()
+            changed = sorted(f for f in want.keys() | now.keys() if want.get(f) != now.get(f))
+            if not changed:
+                return None, set()
+            new = int(
+                db.execute(
+                    "INSERT INTO versions (started_at, finished_at) VALUES (?, ?)",
+                    (time.time(), time.time()),
+                ).lastrowid
+                or 0
+            )
+            db.execute("INSERT INTO version_notes VALUES (?, ?)", (new, f"rollback to v{target}"))
+            restored: set[str] = set()
+            for file in changed:
+                if file in now:
+                    self._delete_file(db, file, new)
+                if file not in want:
+                    db.execute(
+                        "INSERT INTO version_files VALUES (?, ?, 'removed', '', 0)", (new, file)
+                    )
+                    continue
+                restored |= self._restore(db, file, target)
+                db.execute(
+                    "INSERT INTO version_files VALUES (?, ?, ?, ?, ?)",
+                    (new, file, "changed" if file in now else "added", *want[file]),
+                )
+            if missing := restored - has_vectors(restored):
+                raise ValueError(
+                    f"the vector store lacks {len(missing)} of the chunks of version {target}; "
+                    "nothing was changed"
+                )
+            self._bump(db)
+        return new, restored
+
     @staticmethod
-    def _delete_file(db: sqlite3.Connection, file: str) -> None:
+    def _restore(db: sqlite3.Connection, file: str, target: int) -> set[str]:
+        """Put back ``file`` as it was after ``target``: the rows retired by the first
+        version after it that changed the file."""
+        (since,) = db.execute(
+            "SELECT MIN(version) FROM version_files WHERE file = ? AND version > ?",
+            (file, target),
+        ).fetchone()
+        if not db.execute(
+            "SELECT 1 FROM retired_files WHERE removed_in = ? AND file = ?", (since, file)
+        ).fetchone():
+            raise ValueError(f"{file} as of version {target} was not kept; nothing was changed")
+        db.execute(
+            "INSERT INTO files SELECT file, size, mtime_ns, config_hash, ingested_at "
+            "FROM retired_files WHERE removed_in = ? AND file = ?",
+            (since, file),
+        )
+        db.execute(
+            "INSERT INTO documents SELECT source, file, doc_id, file_hash, kind, title, "
+            "chunk_count FROM retired_documents WHERE removed_in = ? AND file = ?",
+            (since, file),
+        )
+        db.execute(
+            "INSERT OR REPLACE INTO chunks SELECT id, source, doc_id, chunk_index, kind, text, "
+            "tokens, metadata FROM retired_chunks WHERE removed_in = ? AND file = ?",
+            (since, file),
+        )
+        rows = db.execute(
+            "SELECT id FROM retired_chunks WHERE removed_in = ? AND file = ?", (since, file)
+        )
+        return {r[0] for r in rows}
+
+    def reclaim(self, keep: int) -> tuple[int, set[str]]:
+        """Forget what rollback needs for all but the last ``keep`` versions. Returns how
+        many retired chunks went, and the ids neither a chunk nor a kept retired row still
+        uses (their vectors can go)."""
+        latest = self.version() or 0
+        floor = max(self.restorable_from(), latest - keep + 1, 1)
+        with self._transaction() as db:
+            gone = {
+                r[0]
+                for r in db.execute(
+                    "SELECT DISTINCT id FROM retired_chunks WHERE removed_in <= ?", (floor,)
+                )
+            }
+            count = db.execute(
+                "DELETE FROM retired_chunks WHERE removed_in <= ?", (floor,)
+            ).rowcount
+            for table in ("retired_documents", "retired_files"):
+                db.execute(f"DELETE FROM {table} WHERE removed_in <= ?", (floor,))
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('restorable_from', ?)", (json.dumps(floor),)
+            )
+        used = {r[0] for r in self._select_in("SELECT id FROM chunks WHERE id IN ({ids})", gone)}
+        used |= {
+            r[0] for r in self._select_in("SELECT id FROM retired_chunks WHERE id IN ({ids})", gone)
+        }
+        self._db.execute("VACUUM")  # give the space back to the file system
+        return count, gone - used
+
+    def retired_ids(self) -> set[str]:
+        """Chunk ids kept for rollback only."""
+        return {r[0] for r in self._db.execute("SELECT DISTINCT id FROM retired_chunks")}
+
+    def vector_owners(self) -> set[str]:
+        """Every id whose vector must stay: committed chunks, and chunks kept for rollback.
+        Any other vector is an orphan (an interrupted ingestion's)."""
+        return self.chunk_ids() | self.retired_ids()
+
+    @staticmethod
+    def _first_touch(db: sqlite3.Connection, file: str, version: int | None) -> int | None:
+        """``version`` if it has not changed ``file`` yet: what the file held before the
+        version is retired then, and only then (a later commit of the same file in the same
+        run replaces what this run wrote, which no version ever showed)."""
+        if (
+            version is None
+            or db.execute(
+                "SELECT 1 FROM version_files WHERE version = ? AND file = ?", (version, file)
+            ).fetchone()
+        ):
+            return None
+        return version
+
+    @staticmethod
+    def _delete_file(db: sqlite3.Connection, file: str, retire_in: int | None = None) -> None:
+        """Remove ``file`` from the collection; with ``retire_in``, keep its rows as what
+        that version replaced."""
+        if retire_in is not None:
+            db.execute(
+                "INSERT OR IGNORE INTO retired_files SELECT ?, * FROM files WHERE file = ?",
+                (retire_in, file),
+            )
+            db.execute(
+                "INSERT OR IGNORE INTO retired_documents SELECT ?, * FROM documents WHERE file = ?",
+                (retire_in, file),
+            )
+            db.execute(
+                "INSERT OR IGNORE INTO retired_chunks SELECT ?, d.file, c.* FROM chunks c "
+                "JOIN documents d ON d.source = c.source WHERE d.file = ?",
+                (retire_in, file),
+            )
         db.execute(
             "DELETE FROM chunks WHERE source IN (SELECT source FROM documents WHERE file = ?)",
             (file,),

@@ -162,6 +162,15 @@ class ChromaChunkStore:
             )
         return [(Chunk.from_metadata(doc.page_content, doc.metadata), dist) for doc, dist in hits]
 
+    def held(self, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` have a vector here."""
+        ids = list(ids)
+        found: set[str] = set()
+        for start in range(0, len(ids), 5000):
+            with self._stale_guard():
+                found.update(self._collection.get(ids=ids[start : start + 5000], include=[])["ids"])
+        return found
+
     def vectors_for_ids(self, ids: Sequence[str]) -> dict[str, Sequence[float]]:
         """Stored vectors as Chroma returns them (arrays: a list per vector cost more than
         the search at 100k chunks)."""

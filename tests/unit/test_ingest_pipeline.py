@@ -11,7 +11,7 @@ from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings
 from tests.files import write_tree
-from tools.collection import Collection
+from tools.collection import Collection, exclusive
 from tools.config import ConfigError, load_settings
 
 OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 20))
@@ -43,7 +43,7 @@ def run(settings, paths, name="docs", options=OPTIONS, embedder=None):
 
 
 def consistent(col: Collection) -> bool:
-    return col.vectors.ids() == col.manifest.chunk_ids()
+    return col.vectors.ids() == col.manifest.vector_owners()
 
 
 def test_first_run_indexes_everything(settings, corpus):
@@ -183,7 +183,7 @@ def test_embedding_model_switch_is_refused(settings, corpus, tmp_path):
 
 def test_concurrent_ingestion_is_refused(settings, corpus):
     col = Collection(settings, "docs", create=True)
-    with pipeline._exclusive(col), pytest.raises(IngestError, match="another ingestion"):
+    with exclusive(settings, col.name), pytest.raises(IngestError, match="another ingestion"):
         run(settings, [corpus])
 
 

@@ -74,7 +74,7 @@ def assert_halves_agree(col: Collection) -> None:
 def assert_like_clean(settings, col, paths):
     _, clean = ingest(settings, paths, name="clean")
     assert state(col)[:2] == state(clean)[:2]
-    assert col.vectors.ids() == col.manifest.chunk_ids()  # no orphans, no duplicates
+    assert col.vectors.ids() == col.manifest.vector_owners()  # no orphans, no duplicates
 
 
 # --- detected at start-up, with the repair command ------------------------------------------
@@ -229,7 +229,7 @@ REOPEN = textwrap.dedent(
     print(json.dumps({{
         "big_whole_files_only": big.vectors.ids() >= big.manifest.chunk_ids(),
         "docs_files": docs.manifest.stats()["files"],
-        "docs_intact": docs.vectors.ids() == docs.manifest.chunk_ids(),
+        "docs_intact": docs.vectors.ids() == docs.manifest.vector_owners(),
     }}))
     """
 )
@@ -364,7 +364,7 @@ def test_persistent_embedding_failure_keeps_committed_files(settings, corpus, mo
         ingest(settings, [corpus], embedder=emb)
     col = Collection(settings, "docs")
     assert len(col.manifest.files()) == 2  # the first group, whole
-    assert col.vectors.ids() == col.manifest.chunk_ids()
+    assert col.vectors.ids() == col.manifest.vector_owners()
     report, col = ingest(settings, [corpus])
     assert report.files_unchanged == 2
     assert_like_clean(settings, col, [corpus])

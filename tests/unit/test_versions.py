@@ -1,0 +1,109 @@
+"""Versioned collections: rollback and ``as_of`` answer from a past version without
+re-embedding, gc reclaims it (fake embedder and models, real Chroma + SQLite)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graph import build_graph, config_for
+from ingest.partition import PartitionOptions
+from ingest.pipeline import IngestOptions, Ingestor
+from rag_cli.main import main
+from tests.files import write_tree
+from tests.unit.conftest import EMB
+from tools.collection import Collection
+from tools.config import ConfigError, load_settings
+
+OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 0), prune=True)
+V1 = {
+    "install.md": "# Install\n\nThe service listens on port 8080 by default.\n",
+    "tracing.md": "# Tracing\n\nSet LANGFUSE_PUBLIC_KEY to send traces to Langfuse.\n",
+}
+QUESTION = "Which port does the service listen on by default?"
+
+
+@pytest.fixture
+def versioned(tmp_path, monkeypatch):
+    """A collection at v2: v1 ingested, then install.md changed and tracing.md deleted."""
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RAG_DISTANCE_THRESHOLD", "0.95")
+    root = write_tree(tmp_path / "docs", V1)
+    settings = load_settings()
+    ingest(settings, root)
+    (root / "install.md").write_text("# Install\n\nThe service listens on port 9090 now.\n")
+    (root / "tracing.md").unlink()
+    ingest(settings, root)
+    return settings
+
+
+def ingest(settings, root) -> None:
+    collection = Collection(settings, "docs", create=True)
+    try:
+        Ingestor(settings, collection, EMB, OPTIONS, progress=False).run([root])
+    finally:
+        collection.close()
+
+
+def cited(models, **settings) -> str:
+    out = build_graph().invoke(
+        {"question": QUESTION}, config_for(max_regenerations=0, **settings), context=models.services
+    )
+    return " ".join(c["snippet"] for c in out["citations"])
+
+
+def rag(capsys, *argv: str) -> tuple[int, dict, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 and out.startswith("{") else {}), err
+
+
+def test_rollback_and_as_of_answer_from_a_past_version(versioned, models, capsys):
+    models.answer = "The service listens on port 8080 [1]."
+    assert "9090" in cited(models)
+    code, rolled, err = rag(capsys, "collections", "rollback", "docs", "1", "--json")
+    assert code == 0, err
+    assert rolled == {"version": 3, "rolled_back_to": 1, "chunks": 2}
+    assert "8080" in cited(models)  # the same process's cached collection sees it
+    assert "9090" in cited(models, as_of=2)  # and a past version is one setting away
+    col = Collection(versioned, "docs")
+    assert col.keyword_search("langfuse traces", 3)  # the deleted page is back
+    assert [v["note"] for v in col.manifest.versions()] == [None, None, "rollback to v1"]
+    assert col.manifest.files_at(3) == col.manifest.files_at(1)
+    code, _, err = rag(capsys, "collections", "rollback", "docs", "7")
+    assert code == 2 and "no version 7" in err
+
+
+def test_as_of_reads_a_snapshot_and_never_writes(versioned):
+    past = Collection(load_settings({"as_of": 1}), "docs")
+    assert past.version == 1 and past.keyword_search("langfuse", 3)
+    assert Collection(versioned, "docs").keyword_search("langfuse", 3) == []
+    with pytest.raises(ConfigError, match="as_of=1 reads a past version"):
+        Collection(load_settings({"as_of": 1}), "docs", create=True)
+    with pytest.raises(ConfigError, match="no version 5"):
+        Collection(load_settings({"as_of": 5}), "docs")
+
+
+def test_gc_reclaims_old_versions(versioned, capsys):
+    col = Collection(versioned, "docs")
+    kept = col.vectors.ids()
+    assert kept == col.manifest.chunk_ids() | col.manifest.retired_ids()
+    assert len(kept) > col.manifest.chunk_count()  # v1's chunks are still there
+    assert col.remove_orphans() == 0  # kept for rollback is not orphaned
+    code, freed, err = rag(capsys, "collections", "gc", "docs", "--keep", "1", "--json")
+    assert code == 0, err
+    assert freed["retired_chunks_deleted"] == 2 and freed["vectors_deleted"] == 2
+    assert freed["restorable_from"] == 2
+    assert col.vectors.ids() == col.manifest.vector_owners() and not col.manifest.retired_ids()
+    code, _, err = rag(capsys, "collections", "rollback", "docs", "1")
+    assert code == 2 and "reclaimed by gc" in err
+
+
+def test_a_rollback_missing_vectors_changes_nothing(versioned):
+    col = Collection(versioned, "docs")
+    before = (col.manifest.chunk_ids(), col.manifest.generation())
+    with pytest.raises(ValueError, match="lacks 2 of the chunks of version 1"):
+        col.manifest.rollback(1, lambda ids: set())
+    assert (col.manifest.chunk_ids(), col.manifest.generation()) == before
+    assert [v["version"] for v in col.manifest.versions()] == [1, 2]
