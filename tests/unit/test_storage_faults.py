@@ -275,6 +275,29 @@ def test_killed_ingestion_then_rerun_matches_a_clean_run(settings, corpus, tmp_p
     assert_like_clean(settings, col, [corpus])
 
 
+def test_a_killed_run_leaves_the_last_version_to_go_back_to(settings, corpus):
+    """v1 complete; v2 changes every page and is killed after 3 commits. The pages it did
+    not reach still answer as v1, and a rollback makes the whole collection v1 again."""
+    ingest(settings, [corpus])
+    for page in corpus.iterdir():
+        page.write_text(page.read_text().replace("Topic number", "Renamed number"))
+    script = KILLER.format(repo=str(REPO), data=str(settings.data_dir), corpus=str(corpus))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, cwd=REPO)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    col = Collection(settings, "docs")
+    history = col.manifest.versions()
+    assert [(v["version"], v["changed"], bool(v["finished_at"])) for v in history] == [
+        (1, 0, True),
+        (2, 3, False),
+    ]
+    assert len(col.keyword_search("renamed", 10)) == 3
+    assert len(col.keyword_search("topic", 10)) == len(PAGES) - 3
+    new, restored = col.rollback(1)
+    assert (new, restored) == (3, 3) and col.keyword_search("renamed", 10) == []
+    assert len(col.keyword_search("topic", 10)) == len(PAGES)
+    assert_halves_agree(col)
+
+
 RUNNER = textwrap.dedent(
     """
     import sys
