@@ -8,6 +8,7 @@ import json
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ingest.extract import KINDS, ExtractOptions
@@ -67,30 +68,26 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     collections.add_argument("--json", action="store_true")
     collections.set_defaults(run=run_collections)
     versions = collections.add_subparsers(dest="collections_command", metavar="COMMAND")
-    history = versions.add_parser("history", help="every version of a collection: one per run")
-    history.add_argument("name", metavar="NAME")
-    history.add_argument("--json", action="store_true")
-    history.set_defaults(run=run_history)
-    diff = versions.add_parser("diff", help="files added, changed and removed between versions")
-    diff.add_argument("name", metavar="NAME")
+
+    def version_command(name: str, help: str, run: Callable[..., int]) -> argparse.ArgumentParser:
+        command = versions.add_parser(name, help=help)
+        command.add_argument("name", metavar="NAME")
+        command.add_argument("--json", action="store_true")
+        command.set_defaults(run=run)
+        return command
+
+    history = version_command("history", "every version of a collection: one per run", run_history)
+    diff = version_command("diff", "files added, changed and removed between versions", run_diff)
     diff.add_argument("old", type=int, metavar="V1")
     diff.add_argument("new", type=int, metavar="V2")
-    diff.add_argument("--json", action="store_true")
-    diff.set_defaults(run=run_diff)
-    rollback = versions.add_parser(
-        "rollback", help="answer as version V did (a new version; nothing is re-embedded)"
+    rollback = version_command(
+        "rollback", "answer as version V did (a new version; nothing is re-embedded)", run_rollback
     )
-    rollback.add_argument("name", metavar="NAME")
     rollback.add_argument("version", type=int, metavar="V")
-    rollback.add_argument("--json", action="store_true")
-    rollback.set_defaults(run=run_rollback)
-    gc = versions.add_parser(
-        "gc", help="reclaim the space of old versions, keeping rollback to the last N"
+    gc = version_command(
+        "gc", "reclaim the space of old versions, keeping rollback to the last N", run_gc
     )
-    gc.add_argument("name", metavar="NAME")
     gc.add_argument("--keep", type=int, required=True, metavar="N")
-    gc.add_argument("--json", action="store_true")
-    gc.set_defaults(run=run_gc)
 
     inspect = sub.add_parser("inspect", help="show how a source was chunked")
     inspect.add_argument("source", help="source name as listed in the collection")
