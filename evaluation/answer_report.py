@@ -18,8 +18,10 @@ SHOWN = {
     "abstention_accuracy": "correct abstention (unanswerable)",
     "false_abstention_rate": "abstained although answerable",
     "grounded_rate": "labelled verified (answered)",
-    "citation_recall": "statements whose cited passage holds their names, numbers, code",
-    "citation_precision": "citations whose passage alone holds their clause's facts",
+    "citation_recall": "statements whose cited passage holds their names, numbers, code "
+    "(a short answer: its words)",
+    "citation_precision": "citations whose passage alone holds their clause's facts "
+    "(a short answer: its words)",
     "verified_precision": "verified precision: right among verified (F1 >= 0.5)",
     "coverage": "coverage: answerable questions answered verified and right",
     "verified_wrong": "verified but wrong (count)",
