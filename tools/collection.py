@@ -264,8 +264,8 @@ class Collection:
     ) -> T:
         """Run ``read`` again if an ingestion committed while it ran.
 
-        A commit swaps a file's chunks in the manifest and then deletes the old vectors,
-        so a search that straddles it can see neither version of the file. Repeating
+        A commit swaps a file's chunks in the manifest, so a search whose dense and
+        keyword halves straddle it can see neither version of the file. Repeating
         it until the generation holds gives the old or the new data, never a gap
         (bounded: under a continuous stream of commits the last read is returned).
         ``consistent`` rejects a result that shows the change itself (a committed chunk
