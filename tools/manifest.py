@@ -449,7 +449,8 @@ class Manifest:
         used |= {
             r[0] for r in self._select_in("SELECT id FROM retired_chunks WHERE id IN ({ids})", gone)
         }
-        self._db.execute("VACUUM")  # give the space back to the file system
+        self._db.execute("VACUUM")  # give the space back to the file system...
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # ...from the WAL too
         return count, gone - used
 
     def retired_ids(self) -> set[str]:

@@ -19,7 +19,8 @@ from tools.config import ConfigError, load_settings
 OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 0), prune=True)
 V1 = {
     "install.md": "# Install\n\nThe service listens on port 8080 by default.\n",
-    "tracing.md": "# Tracing\n\nSet LANGFUSE_PUBLIC_KEY to send traces to Langfuse.\n",
+    "tracing.md": "# Tracing\n\nSet LANGFUSE_PUBLIC_KEY to send traces to Langfuse.\n\n"
+    + "".join(f"## Part {n}\n\nTrace part {n} goes to the backend.\n\n" for n in range(300)),
 }
 QUESTION = "Which port does the service listen on by default?"
 
@@ -62,9 +63,14 @@ def rag(capsys, *argv: str) -> tuple[int, dict, str]:
 def test_rollback_and_as_of_answer_from_a_past_version(versioned, models, capsys):
     models.answer = "The service listens on port 8080 [1]."
     assert "9090" in cited(models)
+    code, diff, err = rag(capsys, "collections", "diff", "docs", "1", "2", "--json")
+    assert code == 0, err
+    assert list(diff["changed"]) == ["docs/install.md"] and list(diff["removed"]) == [
+        "docs/tracing.md"
+    ]
     code, rolled, err = rag(capsys, "collections", "rollback", "docs", "1", "--json")
     assert code == 0, err
-    assert rolled == {"version": 3, "rolled_back_to": 1, "chunks": 2}
+    assert rolled["version"] == 3 and rolled["rolled_back_to"] == 1 and rolled["chunks"] > 100
     assert "8080" in cited(models)  # the same process's cached collection sees it
     assert "9090" in cited(models, as_of=2)  # and a past version is one setting away
     col = Collection(versioned, "docs")
@@ -93,8 +99,8 @@ def test_gc_reclaims_old_versions(versioned, capsys):
     assert col.remove_orphans() == 0  # kept for rollback is not orphaned
     code, freed, err = rag(capsys, "collections", "gc", "docs", "--keep", "1", "--json")
     assert code == 0, err
-    assert freed["retired_chunks_deleted"] == 2 and freed["vectors_deleted"] == 2
-    assert freed["restorable_from"] == 2
+    assert freed["retired_chunks_deleted"] == freed["vectors_deleted"] > 100
+    assert freed["restorable_from"] == 2 and freed["manifest_bytes_freed"] > 0
     assert col.vectors.ids() == col.manifest.vector_owners() and not col.manifest.retired_ids()
     code, _, err = rag(capsys, "collections", "rollback", "docs", "1")
     assert code == 2 and "reclaimed by gc" in err
@@ -103,7 +109,7 @@ def test_gc_reclaims_old_versions(versioned, capsys):
 def test_a_rollback_missing_vectors_changes_nothing(versioned):
     col = Collection(versioned, "docs")
     before = (col.manifest.chunk_ids(), col.manifest.generation())
-    with pytest.raises(ValueError, match="lacks 2 of the chunks of version 1"):
+    with pytest.raises(ValueError, match=r"lacks 1\d\d of the chunks of version 1"):
         col.manifest.rollback(1, lambda ids: set())
     assert (col.manifest.chunk_ids(), col.manifest.generation()) == before
     assert [v["version"] for v in col.manifest.versions()] == [1, 2]
