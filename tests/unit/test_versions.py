@@ -70,7 +70,7 @@ def test_rollback_and_as_of_answer_from_a_past_version(versioned, models, capsys
     ]
     code, rolled, err = rag(capsys, "collections", "rollback", "docs", "1", "--json")
     assert code == 0, err
-    assert rolled["version"] == 3 and rolled["rolled_back_to"] == 1 and rolled["chunks"] > 100
+    assert rolled["version"] == 3 and rolled["rolled_back_to"] == 1 and rolled["chunks"] > 50
     assert "8080" in cited(models)  # the same process's cached collection sees it
     assert "9090" in cited(models, as_of=2)  # and a past version is one setting away
     col = Collection(versioned, "docs")
@@ -99,7 +99,7 @@ def test_gc_reclaims_old_versions(versioned, capsys):
     assert col.remove_orphans() == 0  # kept for rollback is not orphaned
     code, freed, err = rag(capsys, "collections", "gc", "docs", "--keep", "1", "--json")
     assert code == 0, err
-    assert freed["retired_chunks_deleted"] == freed["vectors_deleted"] > 100
+    assert freed["retired_chunks_deleted"] == freed["vectors_deleted"] > 50
     assert freed["restorable_from"] == 2 and freed["manifest_bytes_freed"] > 0
     assert col.vectors.ids() == col.manifest.vector_owners() and not col.manifest.retired_ids()
     code, _, err = rag(capsys, "collections", "rollback", "docs", "1")
@@ -109,7 +109,7 @@ def test_gc_reclaims_old_versions(versioned, capsys):
 def test_a_rollback_missing_vectors_changes_nothing(versioned):
     col = Collection(versioned, "docs")
     before = (col.manifest.chunk_ids(), col.manifest.generation())
-    with pytest.raises(ValueError, match=r"lacks 1\d\d of the chunks of version 1"):
+    with pytest.raises(ValueError, match=r"lacks \d\d+ of the chunks of version 1"):
         col.manifest.rollback(1, lambda ids: set())
     assert (col.manifest.chunk_ids(), col.manifest.generation()) == before
     assert [v["version"] for v in col.manifest.versions()] == [1, 2]
