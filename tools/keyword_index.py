@@ -211,9 +211,9 @@ class KeywordIndex:
         """Top ``k`` (chunk id, BM25 score) pairs with a positive score, best first.
 
         Each query word's occurrences come from the FTS5 index. The chunks they point to
-        are pooled (the ``POOL`` best by term frequency alone when there are more),
-        scored with BM25 from the occurrences and FTS5's chunk lengths, and the best are
-        scored again from their stored tokens, every query word included. A common word
+        are pooled (the ``pool`` best by term frequency alone when there are more),
+        scored with BM25 from the occurrences and FTS5's chunk lengths; when words were
+        left out, the best are scored again from their stored tokens. A common word
         in a million chunks has a hundred thousand occurrences, so words are read rarest
         first while they fit in the postings budget. A word left out can only matter if
         it alone could outscore the k-th result (``_Query.bound``); while one could, the
@@ -242,8 +242,11 @@ class KeywordIndex:
             # can only add), so the k-th partial score bounds the k-th true one from below
             kth = np.partition(partial, len(partial) - k)[len(partial) - k] if len(pool) >= k else 0
             if not left or kth >= q.bound(left) or budget >= self._max:
+                order = np.argsort(-partial, kind="stable")
+                if not left:  # every word was read: the pool's scores are BM25 already
+                    return self._named(pool[order[:k]], partial[order[:k]])
                 want = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
-                return self._rescored(q, pool[np.argsort(-partial, kind="stable")[:want]], k)
+                return self._rescored(q, pool[order[:want]], k)
             budget *= 2  # each round reads at least as much as all before it
 
     def _occurrences(self, word: str, last: int) -> tuple[np.ndarray, np.ndarray]:
@@ -274,6 +277,17 @@ class KeywordIndex:
             held = np.where(chunks[at] == pool, tf[at], 0)
             partial += q.weight(word) * held / (held + norm)
         return pool, partial
+
+    def _named(self, rowids: np.ndarray, scores: np.ndarray) -> list[tuple[str, float]]:
+        """(chunk id, score) pairs with a positive score, best first."""
+        ids = dict(
+            self._db.execute(
+                f"SELECT rowid, id FROM chunks WHERE rowid IN ({','.join(map(str, rowids))})"
+            ).fetchall()
+        )
+        pairs = zip(rowids.tolist(), scores.tolist(), strict=True)
+        named = [(ids[r], score) for r, score in pairs if r in ids and score > 0]
+        return sorted(named, key=lambda item: (-item[1], item[0]))
 
     def _rescored(self, q: _Query, best: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The top ``k`` of ``best`` by BM25 over every query word, from their tokens."""
