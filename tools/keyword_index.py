@@ -140,6 +140,12 @@ def _varint(blob: bytes) -> int:
     return value
 
 
+def _best(scored: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+    """The ``k`` best (chunk id, score) pairs with a positive score; ties by id."""
+    scored.sort(key=lambda item: (-item[1], item[0]))
+    return [(cid, score) for cid, score in scored[:k] if score > 0]
+
+
 @dataclass(frozen=True)
 class _Query:
     """A query's terms (repeats kept) with the statistics BM25 needs, read once."""
@@ -286,17 +292,14 @@ class KeywordIndex:
             ).fetchall()
         )
         pairs = zip(rowids.tolist(), scores.tolist(), strict=True)
-        named = [(ids[r], score) for r, score in pairs if r in ids and score > 0]
-        return sorted(named, key=lambda item: (-item[1], item[0]))
+        return _best([(ids[r], score) for r, score in pairs if r in ids], len(rowids))
 
     def _rescored(self, q: _Query, best: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The top ``k`` of ``best`` by BM25 over every query word, from their tokens."""
         rows = self._db.execute(
             f"SELECT id, tokens FROM chunks WHERE rowid IN ({','.join(map(str, best))})"
         ).fetchall()
-        scored = [(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows]
-        scored.sort(key=lambda item: (-item[1], item[0]))
-        return [(cid, score) for cid, score in scored[:k] if score > 0]
+        return _best([(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows], k)
 
     def _lengths(self, rowids: np.ndarray, known: np.ndarray) -> np.ndarray:
         """Chunk lengths in tokens, from FTS5's own table of them (a varint per chunk):
