@@ -203,8 +203,8 @@ class KeywordIndex:
                 read[term] = found[0] if found else 0
         if read and self._generation() == generation:
             known.update(read)
-        counts = {**known, **read}
-        return {t: counts[t] for t in dict.fromkeys(terms) if counts[t]}
+        counts = {t: read[t] if t in read else known[t] for t in dict.fromkeys(terms)}
+        return {t: n for t, n in counts.items() if n}
 
     def _query(self, query: str) -> _Query:
         terms = tokenize(query)
