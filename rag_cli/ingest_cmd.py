@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
@@ -18,6 +19,8 @@ from ingest.watch import watch
 from tools.collection import Collection, drop_collection, exclusive, list_collections
 from tools.config import Settings
 from tools.models import chat_model, embeddings
+
+T = TypeVar("T")
 
 
 def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
@@ -291,13 +294,18 @@ def run_diff(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def run_rollback(args: argparse.Namespace, settings: Settings) -> int:
-    with exclusive(settings, args.name):
-        collection = Collection(settings, args.name)
+def _as_writer(settings: Settings, name: str, change: Callable[[Collection], T]) -> T:
+    """Run ``change`` on the collection under its writer lock (no ingestion meanwhile)."""
+    with exclusive(settings, name):
+        collection = Collection(settings, name)
         try:
-            new, restored = collection.rollback(args.version)
+            return change(collection)
         finally:
             collection.close()
+
+
+def run_rollback(args: argparse.Namespace, settings: Settings) -> int:
+    new, restored = _as_writer(settings, args.name, lambda c: c.rollback(args.version))
     if args.json:
         print(json.dumps({"version": new, "rolled_back_to": args.version, "chunks": restored}))
     elif new is None:
@@ -314,12 +322,7 @@ def run_rollback(args: argparse.Namespace, settings: Settings) -> int:
 def run_gc(args: argparse.Namespace, settings: Settings) -> int:
     if args.keep < 1:
         raise ValueError("--keep must be at least 1 (the current version)")
-    with exclusive(settings, args.name):
-        collection = Collection(settings, args.name)
-        try:
-            freed = collection.gc(args.keep)
-        finally:
-            collection.close()
+    freed = _as_writer(settings, args.name, lambda c: c.gc(args.keep))
     if args.json:
         print(json.dumps(freed))
     else:

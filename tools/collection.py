@@ -76,7 +76,7 @@ def _version_snapshot(
     """A copy of the manifest rolled back to ``version``, made once and then reused (what a
     past version held never changes). ``as_of`` reads it with the collection's own vector
     store, which keeps the vectors of replaced chunks until gc."""
-    target = snapshot_folder_of(manifest_path(settings, name)) / f"{name}-v{version}.sqlite"
+    target = _snapshot_path(manifest_path(settings, name), version)
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -354,8 +354,7 @@ class Collection:
         size = _bytes(self.manifest.path)
         retired, unused = self.manifest.reclaim(keep)
         self.vectors.delete(unused)
-        for snapshot in snapshot_folder_of(self.manifest.path).glob(f"{self.name}-v*.sqlite"):
-            snapshot.unlink(missing_ok=True)
+        _drop_snapshots(self.manifest.path)
         return {
             "retired_chunks_deleted": retired,
             "vectors_deleted": len(unused),
@@ -364,9 +363,16 @@ class Collection:
         }
 
 
-def snapshot_folder_of(manifest: Path) -> Path:
-    """The snapshots folder beside the ``collections`` folder holding ``manifest``."""
-    return manifest.parent.parent / "snapshots"
+def _snapshot_path(manifest: Path, version: int | str) -> Path:
+    """Where the copy of ``manifest`` rolled back to ``version`` lives (``"*"``: any),
+    in a snapshots folder beside the ``collections`` folder."""
+    return manifest.parent.parent / "snapshots" / f"{manifest.stem}-v{version}.sqlite"
+
+
+def _drop_snapshots(manifest: Path) -> None:
+    pattern = _snapshot_path(manifest, "*")
+    for snapshot in pattern.parent.glob(pattern.name):
+        snapshot.unlink(missing_ok=True)
 
 
 def _bytes(path: Path) -> int:
@@ -406,6 +412,5 @@ def drop_collection(settings: Settings, name: str) -> None:
     with exclusive(settings, name):
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-        for snapshot in snapshot_folder_of(path).glob(f"{name}-v*.sqlite"):
-            snapshot.unlink(missing_ok=True)
+        _drop_snapshots(path)
         drop_vectors(chroma_client(settings), name)
