@@ -123,15 +123,11 @@ GUARD = Prompt(
 NOT_FOUND = "NOT_IN_DOCUMENTS"
 # regeneration feedback for an answer made only of citation markers (small models do this)
 NO_STATEMENT = "(the answer had no sentence, only citation markers: write the answer in words)"
-# Regeneration feedback: each rejected statement followed by one of these notes. A small
-# generator sometimes copies a note into its next answer; ``without_notes`` removes them.
+# Regeneration feedback: each rejected statement followed by this note. A small generator
+# sometimes copies the note into its next answer; ``without_notes`` removes it.
 NOT_SUPPORTED_NOTE = " (not in the passages it cites: {missing})"
-NOT_CONFIRMED_NOTE = " (the cited passages may not answer exactly this question)"
 _NOTES = re.compile(
-    "|".join(
-        re.escape(note.strip()).replace(re.escape("{missing}"), r"[^)\n]*")
-        for note in (NOT_SUPPORTED_NOTE, NOT_CONFIRMED_NOTE)
-    )
+    re.escape(NOT_SUPPORTED_NOTE.strip()).replace(re.escape("{missing}"), r"[^)\n]*")
 )
 
 

@@ -49,7 +49,6 @@ class State(InputState, OutputState, total=False):
     passages: list[dict[str, Any]]
     draft: str
     feedback: list[str]  # unsupported statements (with missing literals) from the last check
-    kept: dict[str, Any]  # the attempt the verifier scored highest so far: {draft, verdict}
     abstain_reason: str
 
 
@@ -61,7 +60,6 @@ PER_QUESTION: dict[str, Any] = {
     "draft": "",
     "attempts": 0,
     "feedback": [],
-    "kept": {},
     "abstain_reason": "",
     "verdict": {},
     "error": None,

@@ -45,6 +45,7 @@ from tools.grounding import (
     cited_clauses,
     found_phrase,
     missing_facts,
+    quote_of,
     statements,
     strip_markers,
 )
@@ -83,7 +84,7 @@ def obeyed_words(clause: str, passage: str) -> list[str]:
 def _gaps(clause: str, passage: str, extractive: bool) -> list[str]:
     obeyed = obeyed_words(clause, passage)
     followed = [f"{FOLLOWS} ({', '.join(obeyed)})"] if obeyed else []
-    quote = clause.strip(" \t\n.,;:!?\"'")
+    quote = quote_of(clause)
     unquoted = [NOT_QUOTED] if extractive and quote and not found_phrase(quote, passage) else []
     return missing_facts(clause, passage) + followed + unquoted
 
@@ -106,6 +107,16 @@ def _claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[i
             pending = []
         out += [(p, [(p, [])]) for p in pending]
     return out
+
+
+def evidence(passage: dict[str, Any], quotes: Sequence[str]) -> dict[str, Any]:
+    """The passage cut to its sentences that hold one of ``quotes``. A short answer is a
+    copied phrase; whether it answers the question is decided by the sentence it comes
+    from, and the 1.5B verifier judges one sentence better than a paragraph where a
+    same-type phrase sits in every other sentence (SQuAD dev: ROC AUC 0.75 -> 0.81).
+    A quote running across sentences keeps the whole passage."""
+    held = [s for s in statements(passage["text"]) if any(found_phrase(q, s) for q in quotes)]
+    return {**passage, "text": " ".join(held)} if held else passage
 
 
 class CitationCheck(NamedTuple):
@@ -190,6 +201,9 @@ def verify_answer(
     if not claims or unsupported:  # fails before the model is asked: nothing to weigh
         return {**verdict, "grounded": False, "confidence": 0.0}
     shown = [passages[n - 1] for n in cited]
+    if extractive:
+        quotes = [quote_of(clause) for claim in claims for clause, _ in cited_clauses(claim)]
+        shown = [evidence(p, quotes) for p in shown]
     claim = prompts.VERIFY.text.format(question=question, answer=draft.strip())
     confidence = yes_probability(
         model,

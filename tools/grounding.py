@@ -10,6 +10,7 @@ and inline code, so the check reads Markdown rather than pairing any two backtic
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _SENTENCE_END = re.compile(
@@ -171,6 +172,35 @@ def found_phrase(span: str, text: str) -> bool:
     words = span.split()
     pattern = _START + r"\s+".join(re.escape(w) for w in words) + _END
     return re.search(pattern, text, re.IGNORECASE) is not None
+
+
+_QUOTE_EDGES = " \t\n.,;:!?\"'"
+
+
+def quote_of(clause: str) -> str:
+    """The words a short answer's clause claims to copy: its text without the spacing and
+    punctuation around it (an answer ends "... 1997." where the passage says "1997,")."""
+    return clause.strip(_QUOTE_EDGES)
+
+
+def cite_holders(answer: str, passages: Sequence[str]) -> str:
+    """A quote cited to a passage that does not hold it, re-cited to the first passage
+    that does. A small model copies the right words and numbers the wrong passage
+    ("Adaptive immune system [1]" where [2] says it); the words are checkable, the
+    number is a slip, and the verifier must read the passage the words come from.
+    A quote that no passage holds keeps its markers, and fails the quote check."""
+    pieces: list[str] = []
+    last = 0
+    for group in _MARKER_GROUP.finditer(answer):
+        clause, markers = answer[last : group.start()], group.group()
+        quote = quote_of(clause)
+        cited = [n for n in cited_numbers(markers) if 1 <= n <= len(passages)]
+        if quote and not any(found_phrase(quote, passages[n - 1]) for n in cited):
+            holders = [n for n, text in enumerate(passages, 1) if found_phrase(quote, text)]
+            markers = f"[{holders[0]}]" if holders else markers
+        pieces.append(clause + markers)
+        last = group.end()
+    return "".join(pieces) + answer[last:]
 
 
 def missing_facts(statement: str, context: str) -> list[str]:

@@ -80,11 +80,10 @@ def test_ask_streams_the_answer_once_then_references_and_verdict(corpus_env, mod
 
 
 def test_a_regenerated_answer_is_shown_in_full_and_marked(corpus_env, models, capsys):
-    models.answer = ["Install with pip [1].", "Run make demo to install the service [1]."]
-    models.confidence = [0.1, 0.9]
+    models.answer = ["Install with `pip` [1].", "Run make demo to install the service [1]."]
     assert main(["ask", "How do I install the service?"], services=models.services) == 0
     out = capsys.readouterr().out
-    assert "Install with pip" in out and out.count("Run make demo to install") == 1
+    assert "Install with `pip`" in out and out.count("Run make demo to install") == 1
     assert "Verified" in out
 
 

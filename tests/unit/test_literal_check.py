@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tools.grounding import missing_facts
+from tools.grounding import cite_holders, missing_facts
 
 FAST = settings(
     max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -294,3 +294,24 @@ def test_statements_are_not_cut_inside_code_or_after_eg():
         "Set `k`, e.g. `k = 3` [2].",
         "Then ask again.",
     ]
+
+
+IMMUNE = [
+    "The innate immune system reacts within hours.",
+    "The adaptive immune system, by contrast, remembers a pathogen for years.",
+]
+
+
+@pytest.mark.parametrize(
+    ("answer", "recited"),
+    [
+        ("adaptive immune system [1]", "adaptive immune system [2]"),  # [2] holds it
+        ("Adaptive  immune system. [1][3]", "Adaptive  immune system. [2]"),  # [3]: none
+        ("innate immune system [1]", "innate immune system [1]"),  # already right
+        ("the immune system [2]", "the immune system [2]"),  # no passage holds it: kept
+        ("within hours [2], for years [2]", "within hours [1], for years [2]"),
+        ("no marker at all", "no marker at all"),
+    ],
+)
+def test_a_quote_is_cited_to_the_first_passage_that_holds_it(answer, recited):
+    assert cite_holders(answer, IMMUNE) == recited

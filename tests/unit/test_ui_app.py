@@ -88,12 +88,11 @@ def test_toggles_reach_the_graph_and_cuts_are_listed(client):
 
 
 def test_prompt_of_a_regenerated_answer_carries_the_feedback(client, models):
-    models.answer = ["Install with pip [1].", "Run make demo to install the service [1]."]
-    models.confidence = [0.1, 0.9]
+    models.answer = ["Install with `pip` [1].", "Run make demo to install the service [1]."]
     result = ask(client, new_session(client))
     ex = result["exchange"]
     assert ex["attempts"] == 2
-    assert "Install with pip" in ex["prompt"][1]["content"]  # the rejected statement, as sent
+    assert "Install with `pip`" in ex["prompt"][1]["content"]  # the rejected statement, as sent
     calls = {data["call"] for name, data in result["events"] if name == "token"}
     assert len(calls) == 2  # the page restarts the streamed text on a new generator call
     runs = [d["seconds"] for name, d in result["events"] if d.get("node") == "generate_answer"]
