@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -249,24 +250,42 @@ def report(records: Sequence[dict[str, Any]], thresholds: Thresholds) -> dict[st
     }
 
 
-# Precision the verified label must reach on the dev split, per source: the service's
-# own kind of documents (docs_corpus) strictly; SQuAD's near-miss questions, written to
-# fool a reader, as far as the 1.5B local verifier can separate them.
-TARGETS = {"docs": 0.95, "squad": 0.85}
+# Precision the verified label must reach on the dev split, per source.
+TARGETS = {"docs": 0.95, "squad": 0.95}
+
+
+def precision_floor(right: int, verified: int, z: float = 1.96) -> float:
+    """The lower end of the 95% Wilson interval of ``right / verified``: what precision
+    the label can be trusted to keep on items it has not seen. 14 right of 14 and 31 of
+    32 both look like 95% or more; the second is the surer (0.84 against 0.78)."""
+    if not verified:
+        return 0.0
+    p = right / verified
+    centre = p + z * z / (2 * verified)
+    spread = z * math.sqrt(p * (1 - p) / verified + z * z / (4 * verified * verified))
+    return (centre - spread) / (1 + z * z / verified)
 
 
 def choose_thresholds(
     records: Sequence[dict[str, Any]], targets: dict[str, float] = TARGETS
 ) -> Thresholds:
-    """Per answer form, the lowest threshold whose verified precision reaches its target
-    on every source, so the most right answers stay verified at that precision; 1.0 if
-    none does. The lowest such threshold has no margin: a default should sit above it."""
+    """Per answer form, of the thresholds at which the verified label reaches its target
+    precision on every source, the one whose precision has the highest floor
+    (``precision_floor``), not the lowest: the lowest has no margin (an earlier default
+    chosen that way fell from 86% on dev to 78% on test). 1.0 if none reaches it."""
     chosen: Thresholds = {}
     for form in FORMS:
         mine = [r for r in records if r["form"] == form]
         candidates = sorted({r["confidence"] for r in mine if r["confidence"] is not None})
-        chosen[form] = next((t for t in candidates if _meets(mine, form, t, targets)), 1.0)
+        meeting = [t for t in candidates if _meets(mine, form, t, targets)]
+        chosen[form] = max(meeting, key=lambda t: _floor(mine, form, t), default=1.0)
     return chosen
+
+
+def _floor(records: Sequence[dict[str, Any]], form: str, t: float) -> float:
+    confusion = classify(records, {form: t})["confusion"]
+    right = confusion["verified_right"]
+    return precision_floor(right, right + confusion["verified_wrong"])
 
 
 def _meets(
