@@ -25,6 +25,8 @@ SHOWN = {
     "verified_precision": "verified precision: right among verified (F1 >= 0.5)",
     "coverage": "coverage: answerable questions answered verified and right",
     "verified_wrong": "verified but wrong (count)",
+    "overruled": "sure by the verifier, not verified by the second opinion (count)",
+    "overruled_right": "of those, right (count)",
     "regeneration_rate": "regenerated after a failed check (answered)",
     "completeness": "answer completeness, judge 1-5",
     "contextual_accuracy": "contextual accuracy, judge 1-5",

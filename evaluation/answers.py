@@ -45,6 +45,7 @@ VERDICT_KEYS = (
     "citations_needed",
     "form",
     "threshold",
+    "second_opinion",
 )
 # an answer counts as right when its token F1 against a gold answer reaches this
 RIGHT_F1 = 0.5
@@ -170,11 +171,19 @@ def _verified(answered: Sequence[dict[str, Any]], answerable: int) -> dict[str, 
     (coverage), and the count of verified wrong answers, the failure users must not see."""
     verified = [r for r in answered if r["scores"].get("grounded") and "right" in r["scores"]]
     right = sum(bool(r["scores"]["right"]) for r in verified)
+    overruled = [r for r in answered if _overruled(r["verdict"]) and "right" in r["scores"]]
     return {
         "verified_precision": round(right / len(verified), 4) if verified else None,
         "coverage": round(right / answerable, 4) if answerable else None,
         "verified_wrong": len(verified) - right,
+        "overruled": len(overruled),
+        "overruled_right": sum(bool(r["scores"]["right"]) for r in overruled),
     }
+
+
+def _overruled(verdict: dict[str, Any]) -> bool:
+    """The verifier was sure, but the second opinion took "verified" away."""
+    return bool(verdict.get("second_opinion")) and not verdict.get("grounded")
 
 
 def _keep(record: dict[str, Any], records: list[dict[str, Any]], log: Path | None) -> None:

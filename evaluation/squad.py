@@ -10,15 +10,13 @@ punctuation, no articles, best over the gold answers).
 
 from __future__ import annotations
 
-import collections
 import json
 import random
-import re
-import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.datasets import DatasetError, read_jsonl
+from tools.answer_check import normalize_answer, token_overlap
 
 SQUAD_DEV = Path("squad2-dev") / "dev-v2.0.json"  # under the eval_data_dir setting
 
@@ -107,32 +105,11 @@ def load_questions(path: Path) -> list[QAItem]:
 
 
 # --- the official SQuAD scores -----------------------------------------------------------------
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = set(string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
-
-
 def exact_match(prediction: str, golds: tuple[str, ...]) -> float:
     return max(
         (float(normalize_answer(prediction) == normalize_answer(g)) for g in golds), default=0.0
     )
 
 
-def _f1(prediction: str, gold: str) -> float:
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    common = collections.Counter(pred) & collections.Counter(ref)
-    same = sum(common.values())
-    if not pred or not ref:
-        return float(pred == ref)
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(pred), same / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
 def token_f1(prediction: str, golds: tuple[str, ...]) -> float:
-    return max((_f1(prediction, g) for g in golds), default=0.0)
+    return max((token_overlap(prediction, g) for g in golds), default=0.0)

@@ -24,9 +24,10 @@ from graph.context import context_message
 from graph.guard import decide, nearest_distance, refusal
 from graph.services import Services, services_of
 from graph.state import PER_QUESTION, State
-from graph.verification import verify_answer
+from graph.verification import SECOND_OPINION_AGREEMENT, agreement_of, verify_answer
 from tools import tracing
 from tools.collection import Collection
+from tools.config import Settings
 from tools.errors import ModelError
 from tools.grounding import cite_holders, cited_numbers, renumber, strip_markers
 from tools.rerank import rerank
@@ -245,26 +246,47 @@ def rerank_passages(state: State, config: RunnableConfig, services: Services) ->
     return {"passages": [asdict(p) for p in kept], "retrieval": info}
 
 
+def _answer(
+    settings: Settings,
+    services: Services,
+    question: str,
+    passages: list[dict[str, Any]],
+    config: RunnableConfig,
+    *,
+    numbers: list[int] | None = None,
+    feedback: list[str] | None = None,
+) -> str:
+    """The generator's answer to ``question`` from ``passages`` (numbered ``numbers``)."""
+    prompt = prompts.ANSWER_SHORT if settings.answer_style == "short" else prompts.ANSWER
+    instructions = prompt.text.format(not_found=prompts.NOT_FOUND, question=question)
+    if feedback:
+        unsupported = "\n".join(f"- {s}" for s in feedback)
+        instructions += prompts.RETRY.text.format(unsupported=unsupported)
+    draft = invoke_text(
+        services.llm(settings, "generator"),
+        [context_message(passages, numbers), HumanMessage(instructions)],
+        retries=settings.llm_max_retries,
+        what="answer generation",
+        config=config,
+    )
+    return prompts.without_notes(draft)
+
+
 @timed("generate_answer")
 def generate_answer(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     settings = settings_for(config, state)
-    prompt = prompts.ANSWER_SHORT if settings.answer_style == "short" else prompts.ANSWER
-    instructions = prompt.text.format(not_found=prompts.NOT_FOUND, question=state["queries"][0])
-    if state.get("feedback"):
-        unsupported = "\n".join(f"- {s}" for s in state["feedback"])
-        instructions += prompts.RETRY.text.format(unsupported=unsupported)
     attempts = state.get("attempts", 0) + 1
     try:
-        draft = invoke_text(
-            services.llm(settings, "generator"),
-            [context_message(state["passages"]), HumanMessage(instructions)],
-            retries=settings.llm_max_retries,
-            what="answer generation",
-            config=config,
+        draft = _answer(
+            settings,
+            services,
+            state["queries"][0],
+            state["passages"],
+            config,
+            feedback=state.get("feedback"),
         )
     except ModelError as exc:
         return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}
-    draft = prompts.without_notes(draft)
     if settings.answer_style == "short":  # a quote is cited to the passage it copies
         draft = cite_holders(draft, [p["text"] for p in state["passages"]])
     update: dict[str, Any] = {"draft": draft, "attempts": attempts}
@@ -295,6 +317,8 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
         error = {"type": exc.kind, "stage": "verify", "message": str(exc)}
         return {"verdict": {"checked_by": settings.verifier_model, **verdict}, "error": error}
     verdict["checked_by"] = settings.verifier_model
+    if verdict["grounded"] and settings.answer_style == "short" and settings.second_opinion:
+        verdict = _second_opinion(state, config, services, settings, verdict)
     if verdict["confidence"] is not None:
         tracing.score(settings, state.get("trace_id"), "verifier_confidence", verdict["confidence"])
     missing = verdict["missing"]
@@ -305,6 +329,35 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
     if not verdict["statements"]:  # e.g. "[1] [2]": nothing to check
         feedback = [prompts.NO_STATEMENT]
     return {"verdict": verdict, "feedback": feedback}
+
+
+def _second_opinion(
+    state: State,
+    config: RunnableConfig,
+    services: Services,
+    settings: Settings,
+    verdict: dict[str, Any],
+) -> dict[str, Any]:
+    """A short answer about to be verified must come back when the generator answers
+    again with its passages in reverse order (keeping their numbers): an answer the
+    order of the passages changes is a guess, however sure the verifier is of it."""
+    passages = state["passages"]
+    order = list(range(len(passages), 0, -1))
+    try:
+        second = _answer(
+            settings,
+            services,
+            state["queries"][0],
+            [passages[n - 1] for n in order],
+            config,
+            numbers=order,
+        )
+    except ModelError as exc:  # an unchecked answer is not a verified one
+        return {**verdict, "grounded": False, "second_opinion": {"error": str(exc)}}
+    agreement = round(agreement_of(state["draft"], second, prompts.NOT_FOUND), 4)
+    needed = SECOND_OPINION_AGREEMENT
+    opinion = {"answer": second, "agreement": agreement, "needed": needed}
+    return {**verdict, "grounded": agreement >= needed, "second_opinion": opinion}
 
 
 def _numbered_by_citation(

@@ -19,6 +19,10 @@ the figures). Three checks, cheapest first; an answer is *verified* only if all 
    split; for a bare phrase (an answer repeating none of the question's words, such as
    a name or a date) it must reach the higher ``verify_threshold_phrase``.
 
+4. A short answer must survive a second opinion (``second_opinion``, the verify node):
+   the generator answers again with the passages in reverse order, and the two answers
+   must share at least ``SECOND_OPINION_AGREEMENT`` of their words (``agreement_of``).
+
 A short answer (``answer_style = "short"``) promises an exact phrase copied from the
 passage, so each of its clauses must occur there word for word (a quote is checkable by
 string match, and a rewritten span is where a small model slips), and it is always
@@ -43,7 +47,7 @@ from langchain_core.runnables import RunnableConfig
 
 from graph import prompts
 from graph.context import context_message
-from tools.answer_check import yes_probability
+from tools.answer_check import token_overlap, yes_probability
 from tools.grounding import (
     cited_clauses,
     found_phrase,
@@ -69,6 +73,18 @@ def answer_form(question: str, draft: str) -> str:
     sentences). "sentence" otherwise."""
     said = set(tokenize(strip_markers(draft, set())))
     return "sentence" if said & set(tokenize(question)) else "phrase"
+
+
+# Token F1 the second opinion must reach (tools.answer_check.token_overlap).
+SECOND_OPINION_AGREEMENT = 0.5
+
+
+def agreement_of(draft: str, second: str, not_found: str) -> float:
+    """How far the second opinion says what the draft says: their token F1 without
+    markers; 0 when the second one finds no answer."""
+    if not_found in second:
+        return 0.0
+    return token_overlap(strip_markers(draft, set()), strip_markers(second, set()))
 
 
 def obeyed_words(clause: str, passage: str) -> list[str]:

@@ -133,6 +133,15 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
     if missing:
         shown = "; ".join(f"{s!r}: {', '.join(m)}" for s, m in missing.items())
         return f"not found in the passages each statement cites: {shown}."
+    opinion = verdict.get("second_opinion")
+    if opinion and "error" in opinion:
+        return f"the second opinion could not run ({opinion['error']})."
+    if opinion:
+        return (
+            f"asked again with the passages in reverse order, the model answered "
+            f"{opinion['answer']!r}, which does not agree with this answer (word overlap "
+            f"{opinion['agreement']:.2f}, below {opinion['needed']})."
+        )
     confidence = verdict.get("confidence")
     return (
         f"the verifier is not sure the cited passages state this answer to this question "

@@ -9,11 +9,18 @@ rate. graph/verification.py is its caller.
 
 Read from the first reply token's log-probabilities, in OpenAI's ``logprobs`` shape:
 OpenAI-compatible servers return them when asked, and so does the local model.
+
+Also here: how far two short answers say the same thing (``token_overlap``, the
+official SQuAD F1), which both scores SQuAD answers and compares a short answer with
+the generator's second opinion.
 """
 
 from __future__ import annotations
 
+import collections
 import math
+import re
+import string
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -58,3 +65,26 @@ def yes_probability(
         return _share(bound.invoke(messages, config).response_metadata or {}, str(name))
 
     return with_retries(call, retries=retries, what="verifier")
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """The official SQuAD normalisation: lower case, no punctuation, no articles."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def token_overlap(answer: str, other: str) -> float:
+    """The F1 of the two answers' normalised words (SQuAD's token F1): 1.0 for the same
+    phrase, 0.5 for "Three-dimensional" against a 3-word clause starting with it."""
+    mine, theirs = normalize_answer(answer).split(), normalize_answer(other).split()
+    if not mine or not theirs:
+        return float(mine == theirs)
+    same = sum((collections.Counter(mine) & collections.Counter(theirs)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(mine), same / len(theirs)
+    return 2 * precision * recall / (precision + recall)

@@ -181,6 +181,14 @@ class Settings(BaseModel):
         "answers less well. Dev split: --calibrate gives 0.63; at 0.65, 31 of 32 verified "
         "were right (96.9%).",
     )
+    second_opinion: bool = Field(
+        True,
+        description="Short-style answers only: before one is labelled verified, the "
+        "generator answers again from the passages in reverse order, and the answer is "
+        "verified only if the two agree (a small model's answer that changes with the "
+        "order of its passages is a guess). One more generation, only for answers about "
+        "to be verified.",
+    )
     max_question_chars: int = Field(2000, ge=10, le=100_000)
 
     # --- topic guard (graph node "guard", before retrieval) ----------------------------

@@ -266,6 +266,13 @@ function verdictLine(ex) {
     line.append(el("span", { class: "badge bad" }, "not verified"),
       `confidence ${fmt(v.confidence)}: check the sources before relying on this answer`);
     if (v.error) line.append(el("div", { class: "error" }, v.error));
+    const second = v.second_opinion;
+    if (second) {
+      line.append(el("div", { "data-testid": "second-opinion" }, second.error
+        ? `The second opinion could not run: ${second.error}`
+        : `Asked again with the passages in reverse order, the model answered ` +
+          `"${second.answer}": the two answers do not agree.`));
+    }
     if ((v.unsupported || []).length) {
       line.append(el("div", {}, "Statements the cited passages do not support (highlighted):"),
         el("ul", {}, ...v.unsupported.map((s) => el("li", {}, s))));

@@ -100,6 +100,15 @@ def test_not_verified_says_why(corpus_env, models, capsys):
     assert "NOT VERIFIED: the verifier is not sure" in out and "confidence 0.1" in out
 
 
+def test_not_verified_by_the_second_opinion_says_what_it_answered(corpus_env, models, capsys):
+    models.answer = ["make demo [1]", "4 minutes [1]"]
+    short = ["--set", "answer_style=short", "--set", "max_regenerations=0"]
+    assert main(["ask", "How do I install the service?", *short], services=models.services) == 0
+    out = capsys.readouterr().out
+    assert "NOT VERIFIED: asked again with the passages in reverse order" in out
+    assert "'4 minutes [1]'" in out and "below 0.5" in out
+
+
 def test_ctrl_c_in_chat_cancels_the_answer_and_keeps_the_chat(
     corpus_env, models, capsys, monkeypatch
 ):

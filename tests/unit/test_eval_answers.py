@@ -133,6 +133,15 @@ def test_verified_precision_coverage_and_verified_wrong(corpus_env, models):
     assert summary["verified_precision"] == 0.5 and summary["coverage"] == 0.5
 
 
+def test_answers_the_second_opinion_overruled_are_counted(corpus_env, models):
+    short = corpus_env.model_copy(update={"answer_style": "short", "max_regenerations": 0})
+    models.answer = ["make demo [1]", "4 minutes [1]", "4 minutes [1]", "4 minutes [1]"]
+    items = [ITEMS[0], QAItem("9", "How long does it take?", ("4 minutes",), True)]
+    summary = evaluate_answers(short, items, progress=False, services=models.services)["summary"]
+    assert (summary["overruled"], summary["overruled_right"]) == (1, 1)  # "make demo" was right
+    assert summary["verified_precision"] == 1.0 and summary["verified_wrong"] == 0
+
+
 def test_citation_recall_counts_statements_their_citation_supports(corpus_env, models):
     models.answer = "Run make demo to install the service.\n\nIt takes 99 minutes [1]."
     report = evaluate_answers(corpus_env, ITEMS[:1], progress=False, services=models.services)

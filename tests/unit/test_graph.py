@@ -10,7 +10,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from graph import build_graph, config_for, prompts
 from graph.context import context_message
 from graph.graph import DIRECT_PATH
+from graph.verification import SECOND_OPINION_AGREEMENT
 from tools.config import ConfigError
+from tools.errors import LLMTimeoutError
 
 
 def ask(models, question, config=None, **state):
@@ -313,7 +315,7 @@ def test_a_short_answer_quoting_another_passage_is_cited_to_it(corpus_env, model
     out = ask(models, "How do I install the service?", {"answer_style": "short"})
     assert out["answer"] == "make demo [1]" and out["outcome"] == "verified"
     assert out["citations"][0]["source"].endswith("install.md")
-    assert len(models.chats["generator"].calls) == 1
+    assert len(models.chats["generator"].calls) == 2  # the answer and its second opinion
     evidence = models.chats["verifier"].calls[0][0].text  # the sentence holding the quote
     assert "Run make demo to install the service." in evidence and "4 minutes" not in evidence
 
@@ -376,3 +378,52 @@ def test_an_allowed_question_goes_on_and_a_failed_guard_lets_it_through(corpus_e
 def test_a_guard_without_a_domain_is_refused_at_start_up():
     with pytest.raises(ConfigError, match="guard=refuse needs guard_domain"):
         config_for(guard="refuse")
+
+
+def test_a_short_answer_is_verified_only_if_a_second_opinion_agrees(corpus_env, models):
+    short = {"answer_style": "short", "max_regenerations": 0}
+    models.answer = ["make demo [1]", "4 minutes [2]"]  # the second reading disagrees
+    out = ask(models, "How do I install the service?", short)
+    assert out["outcome"] == "not_verified" and out["answer"] == "make demo [1]"
+    assert out["verdict"]["confidence"] == 0.9  # the verifier was sure; the order decided
+    assert out["verdict"]["second_opinion"] == {
+        "answer": "4 minutes [2]",
+        "agreement": 0.0,
+        "needed": SECOND_OPINION_AGREEMENT,
+    }
+    first, second = (call[0].text for call in models.chats["generator"].calls)
+    numbers = [int(n) for n in re.findall(r"^\[(\d+)\] \(", second, flags=re.M)]
+    assert numbers == sorted(numbers, reverse=True) and len(numbers) > 1  # own numbers kept
+    assert re.findall(r"^\[\d+\] \(", first, flags=re.M) != re.findall(
+        r"^\[\d+\] \(", second, flags=re.M
+    )
+
+    models.answer = ["make demo [1]", "Make demo. [2]"]  # same words, another citation
+    out = ask(models, "How do I install the service?", short)
+    assert out["outcome"] == "verified" and out["verdict"]["second_opinion"]["agreement"] == 1.0
+
+
+def test_the_second_opinion_is_asked_only_of_a_short_answer_about_to_be_verified(
+    corpus_env, models
+):
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    assert out["outcome"] == "verified" and "second_opinion" not in out["verdict"]
+    models.answer, models.confidence = "make demo [1]", 0.5  # below the phrase threshold
+    out = ask(models, "How do I install the service?", {"answer_style": "short"})
+    assert out["outcome"] == "not_verified" and "second_opinion" not in out["verdict"]
+    assert len(models.chats["generator"].calls) == 2  # one per question: no second opinion
+
+
+def test_a_second_opinion_that_fails_leaves_the_answer_not_verified(corpus_env, models):
+    replies = []
+
+    def generator(messages) -> str:
+        replies.append(messages)
+        if len(replies) > 1:  # every try of the second opinion
+            raise LLMTimeoutError("generator: no reply in 30 s")
+        return "make demo [1]"
+
+    models.chats["generator"].respond = generator
+    out = ask(models, "How do I install the service?", {"answer_style": "short"})
+    assert out["outcome"] == "not_verified" and out["answer"] == "make demo [1]"
+    assert "no reply" in out["verdict"]["second_opinion"]["error"]
