@@ -89,9 +89,11 @@ class Services:
         self,
         chat: Callable[[Settings, Role], BaseChatModel] = chat_model,
         embed: Callable[[Settings], Embeddings] = question_embeddings,
+        embed_documents: Callable[[Settings], Embeddings] = embeddings,
     ) -> None:
         self._chat = chat
         self._embed = embed
+        self._embed_documents = embed_documents
         self._models: _Bounded[Any] = _Bounded(MODELS_KEPT)
         self._collections: _Bounded[Collection] = _Bounded(COLLECTIONS_KEPT)
 
@@ -100,6 +102,11 @@ class Services:
 
     def embedder(self, settings: Settings) -> Embeddings:
         return self._models.get(embeddings_key(settings), lambda: self._embed(settings))
+
+    def document_embedder(self, settings: Settings) -> Embeddings:
+        """Ingestion's embeddings: without the question-time retry, because ingestion
+        retries whole batches itself (ingest/pipeline.py): one retry layer per path."""
+        return self._embed_documents(settings)
 
     def reranker(self, settings: Settings) -> Reranker | None:
         """Built once per configuration, like the models: a cross-encoder loads weights."""

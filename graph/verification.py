@@ -2,7 +2,8 @@
 
 "Verified" is a promise to the user, so it is a measured classifier, not a vote
 (evaluation/verifier.py measures it; docs_corpus/answering-and-verification.md gives
-the figures). Three checks, cheapest first; an answer is *verified* only if all pass:
+the figures). Three checks, cheapest first, and a fourth for a short answer; an answer
+is *verified* only if all pass:
 
 1. Every statement cites a passage that exists. A sentence citing nothing is
    unsupported, whatever it says (ALCE's citation recall).
@@ -18,10 +19,10 @@ the figures). Three checks, cheapest first; an answer is *verified* only if all 
    ``verify_threshold``, a setting whose default was chosen on the benchmark's dev
    split; for a bare phrase (an answer repeating none of the question's words, such as
    a name or a date) it must reach the higher ``verify_threshold_phrase``.
-
-4. A short answer must survive a second opinion (``second_opinion``, the verify node):
-   the generator answers again with the passages in reverse order, and the two answers
-   must share at least ``SECOND_OPINION_AGREEMENT`` of their words (``agreement_of``).
+4. A short answer must survive a second opinion (``second_opinion``, in the verify
+   node, which owns the generator): the generator answers again with the passages in
+   reverse order, and the two answers must reach ``SECOND_OPINION_AGREEMENT``
+   (``agreement_of``). An answer the order of its passages changes is a guess.
 
 A short answer (``answer_style = "short"``) promises an exact phrase copied from the
 passage, so each of its clauses must occur there word for word (a quote is checkable by
@@ -75,7 +76,8 @@ def answer_form(question: str, draft: str) -> str:
     return "sentence" if said & set(tokenize(question)) else "phrase"
 
 
-# Token F1 the second opinion must reach (tools.answer_check.token_overlap).
+# The token F1 two short answers must share to agree: the F1 at which SQuAD's scoring
+# (evaluation.answers.RIGHT_F1) counts one answer right against the other as gold.
 SECOND_OPINION_AGREEMENT = 0.5
 
 

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from graph.services import or_shared
 from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor, IngestReport
 from ingest.watch import watch
 from tools.collection import Collection, drop_collection, exclusive, list_collections
 from tools.config import Settings
-from tools.models import chat_model, embeddings
 
 T = TypeVar("T")
 
@@ -194,13 +194,14 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         new = name not in list_collections(settings)
         collection = Collection(settings, args.collection, create=True)
         try:
+            services = or_shared(args.services)
             ingestor = Ingestor(
                 settings,
                 collection,
-                embeddings(settings),
+                services.document_embedder(settings),
                 options,
                 progress=not args.json,
-                llm_factory=lambda: chat_model(settings, "generator"),
+                llm_factory=lambda: services.llm(settings, "generator"),
             )
             report = ingestor.run(args.paths)
             if args.watch:

@@ -165,3 +165,18 @@ def test_the_guard_lets_an_on_topic_question_through_to_an_answer(data_dir):
     out = ask_guarded(data_dir, "How do I ingest a folder of documents?")
     assert out["guard"]["verdict"] == "allowed", out["guard"]
     assert "retrieve" in out["timings"] and out["outcome"] != "abstained", out["answer"]
+
+
+def test_a_short_answer_the_verifier_is_sure_of_needs_a_second_opinion(data_dir):
+    out = build_graph().invoke(
+        {"question": "Which command installs the service and runs it for the first time?"},
+        config_for(data_dir=data_dir, answer_style="short", **RUN),
+    )
+    verdict = out["verdict"]
+    if verdict["confidence"] >= verdict["threshold"]:  # the verifier was sure
+        opinion = verdict["second_opinion"]
+        assert "error" not in opinion and opinion["answer"], opinion
+        agreed = opinion["agreement"] >= opinion["needed"]
+        assert out["outcome"] == ("verified" if agreed else "not_verified"), out
+    else:
+        assert "second_opinion" not in verdict and out["outcome"] == "not_verified", out

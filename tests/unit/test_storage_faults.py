@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from chromadb.api.client import SharedSystemClient
 
+from graph.services import Services
 from ingest import pipeline
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
@@ -26,6 +27,9 @@ from tools.collection import Collection, CollectionError, drop_collection, list_
 from tools.config import ConfigError, load_settings
 from tools.errors import ModelError
 from tools.vector_store import ChromaChunkStore, chroma_client
+
+# the CLI's ingestion embeds with these, handed in as a test hands any model
+HASHED = Services(embed_documents=lambda settings: HashEmbeddings())
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 0))
@@ -93,12 +97,11 @@ def test_damaged_manifest_is_refused_and_rebuild_repairs_it(settings, corpus, ca
     assert_like_clean(settings, col, [corpus])
 
 
-def test_cli_rebuild_replaces_a_damaged_collection(settings, corpus, capsys, monkeypatch):
+def test_cli_rebuild_replaces_a_damaged_collection(settings, corpus, capsys):
     ingest(settings, [corpus])[1].close()
     (settings.data_dir / "collections" / "docs.sqlite").write_bytes(b"\0garbage" * 512)
-    monkeypatch.setattr("rag_cli.ingest_cmd.embeddings", lambda s: HashEmbeddings())
     args = ["ingest", str(corpus), "--rebuild", "--json", "--data-dir", str(settings.data_dir)]
-    assert main(args) == 0
+    assert main(args, services=HASHED) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["files_indexed"] == len(PAGES) and report["files_unchanged"] == 0
     assert Collection(settings, "docs").manifest.stats()["files"] == len(PAGES)
@@ -156,16 +159,15 @@ def test_disk_full_during_vector_writes_loses_nothing(settings, corpus, monkeypa
         return real(self, chunks, vectors)
 
     monkeypatch.setattr(ChromaChunkStore, "upsert", full)
-    monkeypatch.setattr("rag_cli.ingest_cmd.embeddings", lambda s: HashEmbeddings())
     args = ["ingest", str(corpus), "--data-dir", str(settings.data_dir)]
-    assert main(args) == 1
+    assert main(args, services=HASHED) == 1
     err = capsys.readouterr().err
     assert "No space left on device" in err and "re-run" in err
     col = Collection(settings, "docs")
     stats, committed, _ = state(col)
     assert stats == before[0] and 0 < len(committed - before[1]) < len(committed)
     monkeypatch.setattr(ChromaChunkStore, "upsert", real)
-    assert main(args) == 0
+    assert main(args, services=HASHED) == 0
     assert_like_clean(settings, Collection(settings, "docs"), [corpus])
 
 
@@ -188,16 +190,15 @@ def small_disk(tmp_path):
 def test_really_full_disk_is_a_clear_error_and_nothing_is_half_written(
     small_disk, corpus, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setattr("rag_cli.ingest_cmd.embeddings", lambda s: HashEmbeddings())
     data = ["--data-dir", str(small_disk / "data")]
-    assert main(["ingest", str(corpus), *data]) == 0
+    assert main(["ingest", str(corpus), *data], services=HASHED) == 0
     ballast = small_disk / "ballast"  # what the user deletes to free space afterwards
     ballast.write_bytes(b"\0" * 1_000_000)
     big = write_tree(
         tmp_path / "big",
         {f"big{i}.md": f"# Big {i}\n\n" + f"word{i} filler text " * 4000 for i in range(20)},
     )
-    code = main(["ingest", str(big), "--collection", "big", *data])
+    code = main(["ingest", str(big), "--collection", "big", *data], services=HASHED)
     err = capsys.readouterr().err
     assert code == 1 and "rag ingest: error:" in err and "re-run" in err
     ballast.unlink()
