@@ -29,6 +29,7 @@ from graph.graph import config_for
 from graph.prompts import versions
 from graph.services import Services, or_shared
 from tools import tracing
+from tools.answer_check import SAME_ANSWER_F1
 from tools.config import Settings
 from tools.errors import ModelError
 from tools.grounding import strip_markers
@@ -47,8 +48,6 @@ VERDICT_KEYS = (
     "threshold",
     "second_opinion",
 )
-# an answer counts as right when its token F1 against a gold answer reaches this
-RIGHT_F1 = 0.5
 
 
 def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +70,7 @@ def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
                 verdict["citations_needed"] / verdict["citations"], 4
             )
         if item.answerable is not None:  # known gold: was the answer right?
-            scores["right"] = bool(item.answerable) and scores["f1"] >= RIGHT_F1
+            scores["right"] = bool(item.answerable) and scores["f1"] >= SAME_ANSWER_F1
     return scores
 
 

@@ -48,7 +48,7 @@ from langchain_core.runnables import RunnableConfig
 
 from graph import prompts
 from graph.context import context_message
-from tools.answer_check import token_overlap, yes_probability
+from tools.answer_check import SAME_ANSWER_F1, token_overlap, yes_probability
 from tools.grounding import (
     cited_clauses,
     found_phrase,
@@ -76,9 +76,7 @@ def answer_form(question: str, draft: str) -> str:
     return "sentence" if said & set(tokenize(question)) else "phrase"
 
 
-# The token F1 two short answers must share to agree: the F1 at which SQuAD's scoring
-# (evaluation.answers.RIGHT_F1) counts one answer right against the other as gold.
-SECOND_OPINION_AGREEMENT = 0.5
+SECOND_OPINION_AGREEMENT = SAME_ANSWER_F1  # one answer counted right against the other
 
 
 def agreement_of(draft: str, second: str, not_found: str) -> float:

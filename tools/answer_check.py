@@ -67,6 +67,10 @@ def yes_probability(
     return with_retries(call, retries=retries, what="verifier")
 
 
+# The token F1 at which two short answers count as the same answer: SQuAD-style scoring
+# counts an answer right at it against the gold one, and a short answer's second
+# opinion must reach it (graph.verification).
+SAME_ANSWER_F1 = 0.5
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
 
