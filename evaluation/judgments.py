@@ -55,36 +55,48 @@ def generate(
     seed: int = 0,
     progress: bool = True,
 ) -> Iterator[dict[str, Any]]:
-    """Judgments for (a seeded sample of ``limit``) chunks, one record per question."""
+    """Judgments for ``limit`` chunks (drawn in a seeded order) or all, one record per
+    question. A reply that is not a question (a statement, or one the model ran on and
+    cut short) is dropped, and with ``limit`` the next chunk takes its place: a test set
+    of broken questions measures the question writer, not retrieval."""
     chunks = [
         c
         for c in collection.manifest.chunks(collection.manifest.chunk_ids()).values()
         if c.kind == "chunk" and len(c.text.strip()) >= MIN_CHUNK_CHARS
     ]
     chunks.sort(key=lambda c: (c.source, c.chunk_index))
-    if limit is not None and limit < len(chunks):
-        chunks = random.Random(seed).sample(chunks, limit)
-    for n, chunk in enumerate(chunks, 1):
+    wanted = len(chunks) if limit is None else min(limit, len(chunks))
+    if wanted < len(chunks):
+        random.Random(seed).shuffle(chunks)
+    done = 0
+    for chunk in chunks:
+        if done == wanted:
+            return
         prompt = QUESTION.text.format(n=per_chunk, text=chunk.text)
         try:
             reply = invoke_structured(
                 model, _Questions, [HumanMessage(prompt)], retries=settings.llm_max_retries
             )
         except ModelError as exc:
-            print(f"[{n}/{len(chunks)}] {chunk.source}: skipped ({exc})", file=sys.stderr)
+            print(f"{chunk.source}: skipped ({exc})", file=sys.stderr)
             continue
-        for i, question in enumerate(q.strip() for q in reply.questions[:per_chunk]):
-            if question:
-                yield {
-                    "id": f"{chunk.id}-{i}",
-                    "question": question,
-                    "chunk_id": chunk.id,
-                    "source": chunk.source,
-                    "heading": chunk.heading,
-                    "prompt": QUESTION.ref,
-                }
+        questions = [q.strip() for q in reply.questions[:per_chunk]]
+        kept = [q for q in questions if q.endswith("?")]
+        if not kept:
+            print(f"{chunk.source}: skipped (not a question: {questions[:1]})", file=sys.stderr)
+            continue
+        done += 1
+        for i, question in enumerate(kept):
+            yield {
+                "id": f"{chunk.id}-{i}",
+                "question": question,
+                "chunk_id": chunk.id,
+                "source": chunk.source,
+                "heading": chunk.heading,
+                "prompt": QUESTION.ref,
+            }
         if progress:
-            print(f"[{n}/{len(chunks)}] {chunk.source}", file=sys.stderr, flush=True)
+            print(f"[{done}/{wanted}] {chunk.source}", file=sys.stderr, flush=True)
 
 
 def load(path: Path) -> list[dict[str, Any]]:

@@ -52,6 +52,18 @@ def test_sample_is_seeded_and_limited(corpus_env):
     assert len(one) == 2 and [r["chunk_id"] for r in one] == [r["chunk_id"] for r in two]
 
 
+def test_a_reply_that_is_not_a_question_is_dropped_and_another_chunk_replaces_it(
+    corpus_env, capsys
+):
+    collection = Collection(corpus_env, "docs")
+    replies = iter(["What is the purpose of the reranker in the", "Is it a question?"] * 9)
+    model = RuleChat(respond=lambda m: json.dumps({"questions": [next(replies)]}))
+    records = list(judgments.generate(corpus_env, collection, model, limit=2, progress=False))
+    assert [r["question"] for r in records] == ["Is it a question?"] * 2
+    assert len({r["chunk_id"] for r in records}) == 2
+    assert capsys.readouterr().err.count("not a question") == 2
+
+
 def test_malformed_judgment_file_names_the_line(tmp_path):
     path = tmp_path / "j.jsonl"
     path.write_text('{"question": "Q?", "chunk_id": "c1"}\n{"question": "Q?"}\n')
