@@ -354,7 +354,7 @@ def _second_opinion(
         )
     except ModelError as exc:  # an unchecked answer is not a verified one
         return {**verdict, "grounded": False, "second_opinion": {"error": str(exc)}}
-    agreement = round(agreement_of(state["draft"], second, prompts.NOT_FOUND), 4)
+    agreement = round(agreement_of(state["draft"], second), 4)
     needed = SECOND_OPINION_AGREEMENT
     opinion = {"answer": second, "agreement": agreement, "needed": needed}
     return {**verdict, "grounded": agreement >= needed, "second_opinion": opinion}

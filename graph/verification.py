@@ -79,10 +79,10 @@ def answer_form(question: str, draft: str) -> str:
 SECOND_OPINION_AGREEMENT = SAME_ANSWER_F1  # one answer counted right against the other
 
 
-def agreement_of(draft: str, second: str, not_found: str) -> float:
+def agreement_of(draft: str, second: str) -> float:
     """How far the second opinion says what the draft says: their token F1 without
     markers; 0 when the second one finds no answer."""
-    if not_found in second:
+    if prompts.NOT_FOUND in second:
         return 0.0
     return token_overlap(strip_markers(draft, set()), strip_markers(second, set()))
 
