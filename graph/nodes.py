@@ -24,8 +24,9 @@ from graph.context import context_message
 from graph.guard import decide, nearest_distance, refusal
 from graph.services import Services, services_of
 from graph.state import PER_QUESTION, State
-from graph.verification import SECOND_OPINION_AGREEMENT, agreement_of, verify_answer
+from graph.verification import agreement_of, verify_answer
 from tools import tracing
+from tools.answer_check import SAME_ANSWER_F1
 from tools.collection import Collection
 from tools.config import Settings
 from tools.errors import ModelError
@@ -355,7 +356,7 @@ def _second_opinion(
     except ModelError as exc:  # an unchecked answer is not a verified one
         return {**verdict, "grounded": False, "second_opinion": {"error": str(exc)}}
     agreement = round(agreement_of(state["draft"], second), 4)
-    needed = SECOND_OPINION_AGREEMENT
+    needed = SAME_ANSWER_F1
     opinion = {"answer": second, "agreement": agreement, "needed": needed}
     return {**verdict, "grounded": agreement >= needed, "second_opinion": opinion}
 

@@ -21,8 +21,9 @@ is *verified* only if all pass:
    a name or a date) it must reach the higher ``verify_threshold_phrase``.
 4. A short answer must survive a second opinion (``second_opinion``, in the verify
    node, which owns the generator): the generator answers again with the passages in
-   reverse order, and the two answers must reach ``SECOND_OPINION_AGREEMENT``
-   (``agreement_of``). An answer the order of its passages changes is a guess.
+   reverse order, and the two answers must reach ``SAME_ANSWER_F1``
+   (``agreement_of``: one answer counted right against the other). An answer the
+   order of its passages changes is a guess.
 
 A short answer (``answer_style = "short"``) promises an exact phrase copied from the
 passage, so each of its clauses must occur there word for word (a quote is checkable by
@@ -48,7 +49,7 @@ from langchain_core.runnables import RunnableConfig
 
 from graph import prompts
 from graph.context import context_message
-from tools.answer_check import SAME_ANSWER_F1, token_overlap, yes_probability
+from tools.answer_check import token_overlap, yes_probability
 from tools.grounding import (
     cited_clauses,
     found_phrase,
@@ -74,9 +75,6 @@ def answer_form(question: str, draft: str) -> str:
     sentences). "sentence" otherwise."""
     said = set(tokenize(strip_markers(draft, set())))
     return "sentence" if said & set(tokenize(question)) else "phrase"
-
-
-SECOND_OPINION_AGREEMENT = SAME_ANSWER_F1  # one answer counted right against the other
 
 
 def agreement_of(draft: str, second: str) -> float:

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from graph import build_graph, config_for, prompts
 from graph.context import context_message
 from graph.graph import DIRECT_PATH
-from graph.verification import SECOND_OPINION_AGREEMENT
+from tools.answer_check import SAME_ANSWER_F1
 from tools.config import ConfigError
 from tools.errors import LLMTimeoutError
 
@@ -389,7 +389,7 @@ def test_a_short_answer_is_verified_only_if_a_second_opinion_agrees(corpus_env, 
     assert out["verdict"]["second_opinion"] == {
         "answer": "4 minutes [2]",
         "agreement": 0.0,
-        "needed": SECOND_OPINION_AGREEMENT,
+        "needed": SAME_ANSWER_F1,
     }
     first, second = (call[0].text for call in models.chats["generator"].calls)
     numbers = [int(n) for n in re.findall(r"^\[(\d+)\] \(", second, flags=re.M)]
