@@ -86,8 +86,8 @@ def test_the_verifier_benchmark_runs_on_the_local_verifier(tmp_path, capsys):
     assert len(records) == 6 and all(r["error"] is None for r in records)
     assert all(r["confidence"] is not None for r in records)  # every item was scored
     assert result["groups"]["all"]["items"] == 6
-    assert result["thresholds"] == {"sentence": 0.62, "phrase": 0.65}
+    assert result["thresholds"] == {"sentence": 0.64, "phrase": 0.65}
     assert {r["form"] for r in records} <= {"sentence", "phrase"}
     # the wrong twins' wrong flags and names are caught before the model is asked
     wrong = [r for r in records if not r["right"]]
-    assert wrong and all(r["confidence"] < 0.62 for r in wrong), wrong
+    assert wrong and all(r["confidence"] < result["thresholds"][r["form"]] for r in wrong), wrong

@@ -283,7 +283,7 @@ def test_verify_threshold_decides_the_label(corpus_env, models, threshold, outco
 
 
 def test_a_bare_phrase_needs_the_phrase_threshold(corpus_env, models):
-    models.confidence = 0.63  # above verify_threshold (0.62), below the phrase one (0.65)
+    models.confidence = 0.645  # above verify_threshold (0.64), below the phrase one (0.65)
     models.answer = "Run make demo to install the service [1]."
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["verdict"]["form"] == "sentence" and out["outcome"] == "verified"
@@ -295,7 +295,7 @@ def test_a_bare_phrase_needs_the_phrase_threshold(corpus_env, models):
 
 def test_a_short_answer_must_quote_its_passage_and_is_judged_as_a_phrase(corpus_env, models):
     short = {"answer_style": "short", "max_regenerations": 0}
-    models.confidence = 0.63  # above verify_threshold, below the phrase one
+    models.confidence = 0.645  # above verify_threshold, below the phrase one
     models.answer = "Run make demo to install the service [1]."  # quoted, repeats the question
     out = ask(models, "How do I install the service?", short)
     assert out["verdict"]["form"] == "phrase" and out["outcome"] == "not_verified"
