@@ -76,6 +76,21 @@ def markdown(report: Mapping[str, Any], chart: str | None = CHART) -> str:
                 for name, v in by_category.items()
             ),
         ]
+    thresholds = s.get("verified_by_threshold") or []
+    if thresholds:
+        lines += [
+            "",
+            "Had the threshold been higher (answers verified in this run whose confidence "
+            "reaches it; the floor is the lower end of the precision's 95% interval):",
+            "",
+            "| threshold | verified | right | verified precision | floor |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {t['threshold']} | {t['verified']} | {t['right']} | "
+                f"{_cell(t['precision'])} | {_cell(t['precision_floor'])} |"
+                for t in thresholds
+            ),
+        ]
     scored = [r for r in report["items"] if "f1" in r.get("scores", {})]
     if scored:
         lines += [

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evaluation import answer_report
-from evaluation.answers import evaluate_answers
+from evaluation.answers import by_threshold, evaluate_answers
 from evaluation.datasets import DatasetError
 from evaluation.squad import (
     QAItem,
@@ -120,6 +120,8 @@ def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path
     }
     _, md, png = answer_report.write_outputs(report, tmp_path / "out")
     assert "| token F1 (answerable) | 0.500 |" in md.read_text()
+    assert s["verified_by_threshold"][0]["threshold"] == 0.65  # none below the run's own
+    assert "| threshold | verified | right | verified precision | floor |" in md.read_text()
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -184,3 +186,26 @@ def test_citation_precision_counts_citations_whose_passage_holds_the_clause(corp
     report = evaluate_answers(corpus_env, ITEMS[:1], progress=False, services=models.services)
     assert report["items"][0]["scores"]["citation_precision"] == 0.5
     assert report["summary"]["verified_by_category"]["answerable"]["verified_wrong"] == 0
+
+
+def _answer(confidence: float, grounded: bool, right: bool, threshold: float) -> dict:
+    verdict = {"confidence": confidence, "threshold": threshold}
+    return {"verdict": verdict, "scores": {"grounded": grounded, "right": right}}
+
+
+def test_precision_by_threshold_counts_only_what_the_run_could_have_verified():
+    run = [
+        _answer(0.9, True, True, 0.45),
+        _answer(0.7, True, False, 0.45),
+        _answer(0.6, True, True, 0.45),
+        _answer(0.8, False, True, 0.45),  # sure, but overruled: never verified at any t
+    ]
+    rows = {row["threshold"]: row for row in by_threshold(run)}
+    assert min(rows) == 0.5  # at or above the run's own threshold only
+    assert (rows[0.6]["verified"], rows[0.6]["right"]) == (3, 2)
+    assert (rows[0.7]["verified"], rows[0.7]["right"], rows[0.7]["precision"]) == (2, 1, 0.5)
+    assert rows[0.75]["precision"] == 1.0 and 0 < rows[0.75]["precision_floor"] < 1.0
+    assert (rows[0.8]["verified"], rows[0.8]["right"]) == (1, 1)  # not the overruled 0.8
+    strict = by_threshold([_answer(0.7, True, True, 0.65), _answer(0.66, True, True, 0.62)])
+    assert [row["threshold"] for row in strict] == [0.65, 0.7, 0.75, 0.8]
+    assert strict[-1]["verified"] == 0 and strict[-1]["precision"] is None
