@@ -165,11 +165,16 @@ def evaluate_answers(
     }
 
 
+def _scored_verified(answered: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The answers labelled verified whose rightness is known (a gold answer, or none)."""
+    return [r for r in answered if r["scores"].get("grounded") and "right" in r["scores"]]
+
+
 def _verified(answered: Sequence[dict[str, Any]], answerable: int) -> dict[str, Any]:
     """What "verified" is worth: the share of verified answers that are right
     (precision), the share of answerable questions answered verified and right
     (coverage), and the count of verified wrong answers, the failure users must not see."""
-    verified = [r for r in answered if r["scores"].get("grounded") and "right" in r["scores"]]
+    verified = _scored_verified(answered)
     right = sum(bool(r["scores"]["right"]) for r in verified)
     overruled = [r for r in answered if _overruled(r["verdict"]) and "right" in r["scores"]]
     return {
@@ -195,15 +200,10 @@ def by_threshold(answered: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     asked, so what "verified" would have been there is unknown and not shown: lower them
     for a calibration run (``RAG_VERIFY_THRESHOLD_PHRASE=0.45``)."""
     used = max((r["verdict"].get("threshold") or 0.0 for r in answered), default=0.0)
+    sure = _scored_verified(answered)
     rows = []
     for t in (t for t in REPORT_THRESHOLDS if t >= used):
-        verified = [
-            r
-            for r in answered
-            if r["scores"].get("grounded")
-            and "right" in r["scores"]
-            and (r["verdict"].get("confidence") or 0.0) >= t
-        ]
+        verified = [r for r in sure if (r["verdict"].get("confidence") or 0.0) >= t]
         right = sum(bool(r["scores"]["right"]) for r in verified)
         rows.append(
             {
