@@ -313,6 +313,8 @@ def run(
             **{k: v for k, v in asdict(item).items() if k not in ("passages",)},
             "confidence": verdict.get("confidence"),
             "form": verdict.get("form") or answer_form(item.question, item.answer),
+            "claim_confidence": verdict.get("claim_confidence"),
+            "literal_choice": verdict.get("literal_choice"),
             "unsupported": verdict.get("unsupported", []),
             "error": verdict.get("error"),
         }

@@ -106,6 +106,19 @@ VERIFY = Prompt(
     "with only yes or no.",
 )
 
+# The verifier's reading question for a literal: which of the passages' literals of its
+# kind fills its place in the answer. A 1.5B model says yes to "`rag ui` starts the
+# LangGraph server" when the passage names `rag ui` for something else; choosing among
+# the passage's commands is a question it reads better. Read as the share of the answer's
+# own option letter (tools/answer_check.py).
+CHOOSE = Prompt(
+    "choose_literal",
+    1,
+    "Question: {question}\nProposed answer, with one part left blank: {answer}\n\n"
+    "Which option fills the blank ___ so that the answer says what the passages above "
+    "say?\n{options}\nReply with only the letter of the option.",
+)
+
 # The topic guard: the query model's verdict, decoded as JSON (grammar-constrained locally).
 GUARD = Prompt(
     "guard",
@@ -149,7 +162,7 @@ ABSTAIN_UNVERIFIED = (
     "I could not produce an answer that the documents support, so I am not giving one."
 )
 
-ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, ANSWER_SHORT, RETRY, VERIFY, GUARD)
+ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, ANSWER_SHORT, RETRY, VERIFY, CHOOSE, GUARD)
 
 
 def versions() -> dict[str, int]:

@@ -142,6 +142,13 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
             f"{opinion['answer']!r}, which does not agree with this answer (word overlap "
             f"{opinion['agreement']:.2f}, below {opinion['needed']})."
         )
+    choice = verdict.get("literal_choice")
+    if choice and choice["picked"] != choice["literal"]:
+        return (
+            f"asked which of {', '.join(choice['options'])} belongs where the answer says "
+            f"{choice['literal']}, the verifier picked {choice['picked']} (confidence "
+            f"{verdict.get('confidence')}, below {verdict.get('threshold')})."
+        )
     confidence = verdict.get("confidence")
     return (
         f"the verifier is not sure the cited passages state this answer to this question "

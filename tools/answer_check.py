@@ -21,6 +21,7 @@ import collections
 import math
 import re
 import string
+from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -32,22 +33,45 @@ from tools.resilient import with_retries
 TOP_TOKENS = 10
 
 
-def _share(reply_metadata: dict, model: str) -> float:
+def _shares(reply_metadata: dict, model: str, words: Sequence[str]) -> dict[str, float]:
+    """Each of ``words``' share of their summed probability as the first reply token."""
     content = (reply_metadata.get("logprobs") or {}).get("content") or []
     if not content:
         raise ModelOutputError(
             f"{model} returned no token log-probabilities; use a verifier_model whose "
             "provider returns logprobs (OpenAI, vLLM, llama.cpp's server, the local models)"
         )
-    yes = no = 0.0
+    wanted = {w.lower(): w for w in words}
+    mass = dict.fromkeys(words, 0.0)
     for alternative in content[0].get("top_logprobs") or []:
-        word = str(alternative.get("token", "")).strip().lower()
-        if word in ("yes", "no"):
-            p = math.exp(float(alternative["logprob"]))
-            yes, no = (yes + p, no) if word == "yes" else (yes, no + p)
-    if yes + no == 0:
-        raise ModelOutputError(f"{model}: neither yes nor no among its likeliest first tokens")
-    return yes / (yes + no)
+        word = wanted.get(str(alternative.get("token", "")).strip().lower())
+        if word is not None:
+            mass[word] += math.exp(float(alternative["logprob"]))
+    total = sum(mass.values())
+    if total == 0:
+        raise ModelOutputError(
+            f"{model}: none of {', '.join(words)} among its likeliest first tokens"
+        )
+    return {w: p / total for w, p in mass.items()}
+
+
+def first_token_shares(
+    model: BaseChatModel,
+    messages: list[BaseMessage],
+    words: Sequence[str],
+    *,
+    retries: int,
+    config: RunnableConfig | None = None,
+) -> dict[str, float]:
+    """How the model's first reply token to ``messages`` divides between ``words``
+    (case-insensitive), from its top log-probabilities."""
+    bound = model.bind(logprobs=True, top_logprobs=TOP_TOKENS, max_tokens=1, stream=False)
+    name = getattr(model, "model_name", None) or type(model).__name__
+
+    def call() -> dict[str, float]:
+        return _shares(bound.invoke(messages, config).response_metadata or {}, str(name), words)
+
+    return with_retries(call, retries=retries, what="verifier")
 
 
 def yes_probability(
@@ -58,13 +82,7 @@ def yes_probability(
     config: RunnableConfig | None = None,
 ) -> float:
     """P(yes) / (P(yes) + P(no)) for the model's first reply token to ``messages``."""
-    bound = model.bind(logprobs=True, top_logprobs=TOP_TOKENS, max_tokens=1, stream=False)
-    name = getattr(model, "model_name", None) or type(model).__name__
-
-    def call() -> float:
-        return _share(bound.invoke(messages, config).response_metadata or {}, str(name))
-
-    return with_retries(call, retries=retries, what="verifier")
+    return first_token_shares(model, messages, ("yes", "no"), retries=retries, config=config)["yes"]
 
 
 # The token F1 at which two short answers count as the same answer: SQuAD-style scoring

@@ -230,3 +230,41 @@ def missing_facts(statement: str, context: str) -> list[str]:
     if missing:  # a phrase is only news when each of its words was found on its own
         return missing
     return [p for p in dict.fromkeys(phrases) if not found_phrase(p, haystack)]
+
+
+def swappable_literals(text: str) -> list[str]:
+    """The literals of Markdown ``text`` a writer could swap for another of the same kind:
+    each inline code span and each line of a fenced block as written, and each number of
+    its prose. "`rag ui` starts the server" passes the literal check when the passage
+    names `rag ui` for the chat page; which literal fills the role is a reading question
+    (graph.verification asks it)."""
+    prose, fenced = _blocks(_MARKER.sub("", text))
+    found: list[str] = [line.strip() for block in fenced for line in block.splitlines()]
+    for block in prose:
+        rest, spans = _inline_code(block)
+        found += [span.strip() for span in spans]
+        found += _NUMBER.findall(rest)
+    return [f for f in dict.fromkeys(found) if any(c.isalnum() for c in f)]
+
+
+def literal_kind(literal: str) -> str:
+    """A coarse kind, so a literal is weighed against others of its own kind: a flag
+    against flags, a path against paths, a number against numbers."""
+    if _NUMBER.fullmatch(literal):
+        return "number"
+    if literal.startswith("-"):
+        return "flag"
+    if "/" in literal:
+        return "path"
+    return "command" if len(literal.split()) > 1 else "name"
+
+
+def blank_out(text: str, literal: str, blank: str = "___") -> str:
+    """``text`` with the first occurrence of ``literal`` (a number as a whole token, a
+    code span with its backticks) replaced by ``blank``."""
+    if _NUMBER.fullmatch(literal):
+        return re.sub(r"(?<!\[)" + _START + re.escape(literal) + _END, blank, text, count=1)
+    span = re.compile(r"(`+)\s*" + re.escape(literal) + r"\s*\1")
+    if span.search(text):
+        return span.sub(blank, text, count=1)
+    return text.replace(literal, blank, 1)

@@ -273,6 +273,12 @@ function verdictLine(ex) {
         : `Asked again with the passages in reverse order, the model answered ` +
           `"${second.answer}": the two answers do not agree.`));
     }
+    const choice = v.literal_choice;
+    if (choice && choice.picked !== choice.literal) {
+      line.append(el("div", { "data-testid": "literal-choice" },
+        `Asked which of ${choice.options.join(", ")} belongs where the answer says ` +
+        `${choice.literal}, the verifier picked ${choice.picked}.`));
+    }
     if ((v.unsupported || []).length) {
       line.append(el("div", {}, "Statements the cited passages do not support (highlighted):"),
         el("ul", {}, ...v.unsupported.map((s) => el("li", {}, s))));

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from graph.services import Services
+from rag_cli.ask_cmd import unverified_reason
 from rag_cli.main import main
 
 
@@ -153,3 +154,13 @@ def test_chat_thread_is_saved_and_resumed(corpus_env, models, capsys, monkeypatc
     assert any("How do I install the service?" in m.text for m in history)
     out = chat("/new", "How do I install the service?")
     assert "not saved under --thread" in out
+
+
+def test_not_verified_by_the_reading_question_says_what_the_verifier_picked():
+    choice = {"literal": "rag ui", "options": ["rag serve", "rag ui"], "picked": "rag serve"}
+    verdict = {"confidence": 0.2, "threshold": 0.64, "literal_choice": choice}
+    reason = unverified_reason(verdict)
+    assert reason.startswith("asked which of rag serve, rag ui belongs where the answer says")
+    assert "the verifier picked rag serve (confidence 0.2, below 0.64)" in reason
+    picked = {**choice, "picked": "rag ui"}
+    assert "not sure" in unverified_reason({**verdict, "literal_choice": picked})

@@ -11,7 +11,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tools.grounding import cite_holders, missing_facts
+from tools.grounding import (
+    blank_out,
+    cite_holders,
+    literal_kind,
+    missing_facts,
+    swappable_literals,
+)
 
 FAST = settings(
     max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -315,3 +321,30 @@ IMMUNE = [
 )
 def test_a_quote_is_cited_to_the_first_passage_that_holds_it(answer, recited):
     assert cite_holders(answer, IMMUNE) == recited
+
+
+def test_swappable_literals_are_code_spans_fenced_lines_and_prose_numbers():
+    text = "Run `rag serve` [2] on port 8123, not `rag ui` [1].\n\n```bash\nrag ingest x\n```"
+    assert swappable_literals(text) == ["rag ingest x", "rag serve", "rag ui", "8123"]
+    assert swappable_literals("Between `a` two spans `b`.") == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("literal", "kind"),
+    [
+        ("512", "number"),
+        ("0.75", "number"),
+        ("--as-of 2", "flag"),
+        ("models/x.gguf", "path"),
+        ("rag serve", "command"),
+        ("guard_blocked", "name"),
+    ],
+)
+def test_literal_kind(literal, kind):
+    assert literal_kind(literal) == kind
+
+
+def test_blank_out_takes_the_whole_code_span_or_a_whole_number():
+    assert blank_out("Use `--as-of 2` [1].", "--as-of 2") == "Use ___ [1]."
+    assert blank_out("Keep 1 [1] of 10.", "1") == "Keep ___ [1] of 10."
+    assert blank_out("[1] keeps 110 and 1.", "1") == "[1] keeps 110 and ___."

@@ -16,8 +16,24 @@ PASSAGES = [
 ]
 
 
+def reader(*picks: str):
+    """A verifier sure of every claim that, asked which option fills a blank, picks the
+    option that is one of ``picks``."""
+
+    def first_token(messages):
+        ask = messages[-1].content
+        if "fills the blank" not in ask:
+            return {"yes": 0.9, "no": 0.1}
+        options = {line[3:]: line[0] for line in ask.splitlines() if line[1:3] == ". "}
+        letter = next(options[o] for o in options if o in picks)
+        rivals = [other for other in options.values() if other != letter]
+        return {letter: 0.8, **{other: 0.2 / len(rivals) for other in rivals}}
+
+    return RuleChat(respond=lambda _: "yes", first_token=first_token)
+
+
 def verdict_and_prompt(answer: str) -> tuple[dict, list]:
-    model = RuleChat(respond=lambda _: "yes", first_token=lambda _: {"yes": 0.9, "no": 0.1})
+    model = reader("k", "5", "rerank_keep")
     verdict = verify_answer(
         model,
         "What is the default k?",
@@ -52,3 +68,61 @@ def test_two_answers_agree_by_their_words_not_their_markers_case_or_articles():
     assert agreement_of(over_long, "Three-dimensional [1]") < 0.5
     assert token_overlap("kinematic measurements", "kinematic") == 2 / 3
     assert token_overlap("", "") == 1.0 and token_overlap("", "x") == 0.0
+
+
+ROLES = [
+    asdict(
+        Passage(
+            "`rag serve` starts the LangGraph server on port 8123; `rag ui` starts the chat "
+            "page on port 8501.",
+            "server.md",
+            ["s"],
+            0.0,
+            0.0,
+        )
+    )
+]
+
+
+def verify_roles(model, answer: str, question: str = "Which command starts the server?", **kw):
+    return verify_answer(
+        model, question, answer, ROLES, threshold=0.6, phrase_threshold=0.6, retries=0, **kw
+    )
+
+
+def test_a_literal_the_passage_gives_another_role_is_not_verified():
+    wrong = verify_roles(reader("rag serve"), "`rag ui` starts the LangGraph server [1].")
+    assert wrong["claim_confidence"] == 0.9 and not wrong["grounded"]
+    choice = wrong["literal_choice"]
+    assert choice["options"] == ["rag serve", "rag ui"]  # alphabetical: position says nothing
+    assert choice["literal"] == "rag ui" and choice["picked"] == "rag serve"
+    assert wrong["confidence"] == choice["shares"][1] == 0.2  # its share caps the confidence
+    right = verify_roles(reader("rag serve"), "`rag serve` starts the LangGraph server [1].")
+    assert right["grounded"] and right["confidence"] == 0.9  # picked: the claim decides
+
+
+def asked(model) -> list[str]:
+    return [c[-1].content for c in model.calls if "fills the blank" in c[-1].content]
+
+
+def test_the_first_literal_with_a_rival_that_the_question_does_not_name_is_asked():
+    model = reader("rag serve", "8123")
+    verify_roles(model, "`rag serve` starts the LangGraph server (port 8123) [1].")
+    (ask,) = asked(model)
+    assert "answer, with one part left blank: ___ starts the LangGraph server (port 8123)" in ask
+    model = reader("rag serve", "8123")
+    verify_roles(model, "`rag serve` listens on port 8123 [1].", "Which port does `rag serve` use?")
+    (ask,) = asked(model)
+    assert "A. 8123\nB. 8501" in ask and "on port ___ [1]" in ask
+
+
+def test_what_the_answer_itself_states_is_no_rival():
+    model = reader("rag serve")
+    verdict = verify_roles(model, "`rag serve` starts the server and `rag ui` the chat page [1].")
+    assert verdict["literal_choice"] is None and not asked(model)
+
+
+def test_a_short_answer_is_not_asked_to_choose():
+    model = reader("rag serve")
+    verdict = verify_roles(model, "rag ui [1]", extractive=True)
+    assert "literal_choice" not in verdict and len(model.calls) == 1
