@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from graph import prompts
-from graph.verification import agreement_of, verify_answer
+from graph.verification import SURE_CLAIM, agreement_of, verify_answer
 from tests.fakes import RuleChat
 from tools.answer_check import normalize_answer, token_overlap
 from tools.retrieval import Passage
@@ -16,14 +16,14 @@ PASSAGES = [
 ]
 
 
-def reader(*picks: str):
-    """A verifier sure of every claim that, asked which option fills a blank, picks the
-    option that is one of ``picks``."""
+def reader(*picks: str, claim: float = 0.7):
+    """A verifier giving every claim ``claim`` that, asked which option fills a blank,
+    picks the option that is one of ``picks``."""
 
     def first_token(messages):
         ask = messages[-1].content
         if "fills the blank" not in ask:
-            return {"yes": 0.9, "no": 0.1}
+            return {"yes": claim, "no": 1 - claim}
         options = {line[3:]: line[0] for line in ask.splitlines() if line[1:3] == ". "}
         letter = next(options[o] for o in options if o in picks)
         rivals = [other for other in options.values() if other != letter]
@@ -92,13 +92,22 @@ def verify_roles(model, answer: str, question: str = "Which command starts the s
 
 def test_a_literal_the_passage_gives_another_role_is_not_verified():
     wrong = verify_roles(reader("rag serve"), "`rag ui` starts the LangGraph server [1].")
-    assert wrong["claim_confidence"] == 0.9 and not wrong["grounded"]
+    assert wrong["claim_confidence"] == 0.7 and not wrong["grounded"]
     choice = wrong["literal_choice"]
     assert choice["options"] == ["rag serve", "rag ui"]  # alphabetical: position says nothing
     assert choice["literal"] == "rag ui" and choice["picked"] == "rag serve"
     assert wrong["confidence"] == choice["shares"][1] == 0.2  # its share caps the confidence
     right = verify_roles(reader("rag serve"), "`rag serve` starts the LangGraph server [1].")
-    assert right["grounded"] and right["confidence"] == 0.9  # picked: the claim decides
+    assert right["grounded"] and right["confidence"] == 0.7  # picked: the claim decides
+
+
+def test_only_a_claim_the_verifier_is_not_already_sure_of_is_put_to_the_reading_question():
+    sure = reader("rag serve", claim=SURE_CLAIM)
+    assert verify_roles(sure, "`rag ui` starts the LangGraph server [1].")["grounded"]
+    assert not asked(sure)
+    unsure = reader("rag serve", claim=0.5)  # below the threshold: not verified anyway
+    assert not verify_roles(unsure, "`rag ui` starts the LangGraph server [1].")["grounded"]
+    assert not asked(unsure)
 
 
 def asked(model) -> list[str]:
