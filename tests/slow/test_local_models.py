@@ -5,16 +5,20 @@ from __future__ import annotations
 import math
 import shutil
 import threading
+from dataclasses import asdict
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from evaluation.verifier import docs_items
+from graph.verification import verify_answer
 from tools.answer_check import yes_probability
 from tools.config import load_settings
 from tools.errors import LLMTimeoutError
 from tools.local_assets import SMOLLM2_135M, AssetError
 from tools.models import chat_model, embeddings
+from tools.retrieval import Passage
 from tools.structured import invoke_structured
 
 pytestmark = pytest.mark.slow
@@ -135,3 +139,29 @@ def test_embeddings_are_normalised_and_semantic():
         return sum(x * y for x, y in zip(u, v, strict=True))
 
     assert cos(a, b) > cos(a, c) + 0.2
+
+
+def test_the_verifier_picks_the_command_a_passage_gives_the_role_to(llm):
+    """The reading question (graph.verification, check 4) on a benchmark dev pair whose
+    wrong twin's command is in the passage, for the chat page instead of the server."""
+    pair = {i.id: i for i in docs_items() if i.group == "docs-085"}
+    right, wrong = pair["docs-085-right"], pair["docs-085-wrong"]
+    passages = [
+        asdict(Passage(p["text"], p["source"], [p["source"]], 0.0, 0.0)) for p in right.passages
+    ]
+
+    def verdict(item):  # threshold 0, as the benchmark does: every claim is asked
+        return verify_answer(
+            llm,
+            item.question,
+            item.answer,
+            passages,
+            threshold=0.0,
+            phrase_threshold=0.0,
+            retries=0,
+        )
+
+    picked, refused = verdict(right), verdict(wrong)
+    assert picked["literal_choice"]["picked"] == "rag serve" == refused["literal_choice"]["picked"]
+    assert refused["literal_choice"]["literal"] == "rag ui" and refused["confidence"] < 0.5
+    assert picked["confidence"] == picked["claim_confidence"] >= 0.64  # the default: verified
