@@ -21,7 +21,8 @@ answer is *verified* only if all pass:
    a name or a date) it must reach the higher ``verify_threshold_phrase``.
 4. The verifier must pick the answer's literal itself (``literal_choice``): asked which
    of the passages' literals of its kind fills the answer's first one, left blank, it
-   must choose that one, or the confidence falls to the share it gave it. A passage
+   must not clearly prefer another (``RIVAL_MARGIN``), or the confidence falls to the
+   share it gave the answer's own. A passage
    naming `rag serve` for the server and `rag ui` for the chat page passes check 2
    for "`rag ui` starts the server", and the 1.5B verifier says yes to it; choosing
    between the two is a question it reads better.
@@ -81,6 +82,11 @@ LETTERS = "ABCDEFGH"
 # right answer with several commands, can pick a step it names (`rag doctor` for "how do
 # I install and run it", 0.86 sure of `make demo`).
 SURE_CLAIM = 0.8
+# A rival must take this many times the literal's share to overrule it. Over 8 options
+# the verifier's shares can be near even (0.18 against 0.16 for a default of 1): a
+# pick that close says nothing. Chosen on the docs dev split: it still overrules every
+# wrong twin there (the closest at 1.57) and no longer two right answers (1.08, 1.48).
+RIVAL_MARGIN = 1.5
 
 
 def answer_form(question: str, draft: str) -> str:
@@ -181,7 +187,8 @@ def literal_choice(
     could swap for another of its kind: the answer with it left blank, the passages'
     other literals of its kind as lettered options (in alphabetical order, so the
     position says nothing), each option's share of the verifier's first-token
-    probability, and the option it picks. None when no literal has a rival.
+    probability, the option it picks, the literal's own share, and whether a rival
+    overrules it (``RIVAL_MARGIN``). None when no literal has a rival.
 
     Only the first: it is what the question asks for, and on later ones (a port, a count
     in a subordinate clause) the 1.5B verifier picks worse than on the answer itself
@@ -208,11 +215,14 @@ def literal_choice(
         model, [context, HumanMessage(ask)], letters, retries=retries, config=config
     )
     weights = [round(shares[letter], 4) for letter in letters]
+    own = weights[options.index(literal)]
     return {
         "literal": literal,
         "options": options,
         "shares": weights,
         "picked": options[weights.index(max(weights))],
+        "share": own,
+        "overruled": max(weights) >= RIVAL_MARGIN * own,
     }
 
 
@@ -319,10 +329,7 @@ def verify_answer(
             model, question, answer, context, shown, retries=retries, config=config
         )
         verdict |= {"claim_confidence": round(confidence, 4), "literal_choice": choice}
-        if choice and choice["picked"] != choice["literal"]:
-            # a literal the verifier would not pick itself caps the confidence at its share
-            confidence = min(
-                confidence, choice["shares"][choice["options"].index(choice["literal"])]
-            )
+        if choice and choice["overruled"]:  # the confidence falls to the literal's share
+            confidence = min(confidence, choice["share"])
     confidence = round(confidence, 4)
     return {**verdict, "grounded": confidence >= verdict["threshold"], "confidence": confidence}

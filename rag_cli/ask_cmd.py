@@ -143,7 +143,7 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
             f"{opinion['agreement']:.2f}, below {opinion['needed']})."
         )
     choice = verdict.get("literal_choice")
-    if choice and choice["picked"] != choice["literal"]:
+    if choice and choice["overruled"]:
         return (
             f"asked which of {', '.join(choice['options'])} belongs where the answer says "
             f"{choice['literal']}, the verifier picked {choice['picked']} (confidence "

@@ -274,7 +274,7 @@ function verdictLine(ex) {
           `"${second.answer}": the two answers do not agree.`));
     }
     const choice = v.literal_choice;
-    if (choice && choice.picked !== choice.literal) {
+    if (choice && choice.overruled) {
       line.append(el("div", { "data-testid": "literal-choice" },
         `Asked which of ${choice.options.join(", ")} belongs where the answer says ` +
         `${choice.literal}, the verifier picked ${choice.picked}.`));

@@ -157,10 +157,15 @@ def test_chat_thread_is_saved_and_resumed(corpus_env, models, capsys, monkeypatc
 
 
 def test_not_verified_by_the_reading_question_says_what_the_verifier_picked():
-    choice = {"literal": "rag ui", "options": ["rag serve", "rag ui"], "picked": "rag serve"}
+    choice = {
+        "literal": "rag ui",
+        "options": ["rag serve", "rag ui"],
+        "picked": "rag serve",
+        "overruled": True,
+    }
     verdict = {"confidence": 0.2, "threshold": 0.64, "literal_choice": choice}
     reason = unverified_reason(verdict)
     assert reason.startswith("asked which of rag serve, rag ui belongs where the answer says")
     assert "the verifier picked rag serve (confidence 0.2, below 0.64)" in reason
-    picked = {**choice, "picked": "rag ui"}
-    assert "not sure" in unverified_reason({**verdict, "literal_choice": picked})
+    close = {**choice, "overruled": False}  # a pick too close to the literal's share
+    assert "not sure" in unverified_reason({**verdict, "literal_choice": close})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+import pytest
+
 from graph import prompts
 from graph.verification import SURE_CLAIM, agreement_of, verify_answer
 from tests.fakes import RuleChat
@@ -135,3 +137,18 @@ def test_a_short_answer_is_not_asked_to_choose():
     model = reader("rag serve")
     verdict = verify_roles(model, "rag ui [1]", extractive=True)
     assert "literal_choice" not in verdict and len(model.calls) == 1
+
+
+@pytest.mark.parametrize(("rival", "overruled"), [(0.55, False), (0.61, True)])
+def test_a_rival_overrules_the_literal_only_by_a_clear_margin(rival, overruled):
+    def first_token(messages):
+        if "fills the blank" not in messages[-1].content:
+            return {"yes": 0.7, "no": 0.3}
+        return {"A": rival, "B": 1 - rival}  # A. rag serve, B. rag ui
+
+    model = RuleChat(respond=lambda _: "yes", first_token=first_token)
+    verdict = verify_roles(model, "`rag ui` starts the LangGraph server [1].")
+    choice = verdict["literal_choice"]
+    assert choice["picked"] == "rag serve" and choice["overruled"] is overruled
+    assert choice["share"] == round(1 - rival, 4)  # RIVAL_MARGIN 1.5: 0.61 > 1.5 x 0.39
+    assert verdict["grounded"] is not overruled
