@@ -242,7 +242,7 @@ def swappable_literals(text: str) -> list[str]:
     found: list[str] = [line.strip() for block in fenced for line in block.splitlines()]
     for block in prose:
         rest, spans = _inline_code(block)
-        found += [span.strip() for span in spans]
+        found += [" ".join(span.split()) for span in spans]  # a span may wrap a line
         found += _NUMBER.findall(rest)
     return [f for f in dict.fromkeys(found) if any(c.isalnum() for c in f)]
 
@@ -264,7 +264,8 @@ def blank_out(text: str, literal: str, blank: str = "___") -> str:
     code span with its backticks) replaced by ``blank``."""
     if _NUMBER.fullmatch(literal):
         return re.sub(r"(?<!\[)" + _START + re.escape(literal) + _END, blank, text, count=1)
-    span = re.compile(r"(`+)\s*" + re.escape(literal) + r"\s*\1")
+    words = r"\s+".join(re.escape(word) for word in literal.split())
+    span = re.compile(r"(`+)\s*" + words + r"\s*\1")
     if span.search(text):
         return span.sub(blank, text, count=1)
     return text.replace(literal, blank, 1)

@@ -327,6 +327,7 @@ def test_swappable_literals_are_code_spans_fenced_lines_and_prose_numbers():
     text = "Run `rag serve` [2] on port 8123, not `rag ui` [1].\n\n```bash\nrag ingest x\n```"
     assert swappable_literals(text) == ["rag ingest x", "rag serve", "rag ui", "8123"]
     assert swappable_literals("Between `a` two spans `b`.") == ["a", "b"]
+    assert swappable_literals("Use `rag ask\n--thread ID`.") == ["rag ask --thread ID"]
 
 
 @pytest.mark.parametrize(
@@ -346,5 +347,6 @@ def test_literal_kind(literal, kind):
 
 def test_blank_out_takes_the_whole_code_span_or_a_whole_number():
     assert blank_out("Use `--as-of 2` [1].", "--as-of 2") == "Use ___ [1]."
+    assert blank_out("Use `--as-of\n2` [1].", "--as-of 2") == "Use ___ [1]."
     assert blank_out("Keep 1 [1] of 10.", "1") == "Keep ___ [1] of 10."
     assert blank_out("[1] keeps 110 and 1.", "1") == "[1] keeps 110 and ___."
