@@ -89,6 +89,32 @@ def ask_until_cited(page) -> tuple[str, object]:
     pytest.fail(f"no answer cited a passage: {QUESTIONS}")
 
 
+def test_the_verdict_line_says_why_an_answer_is_not_verified(ui, browser):
+    """The page's rendering of a verdict the small models rarely produce on demand: a
+    literal the verifier overruled, and a second opinion that disagreed."""
+    page = browser.new_page()
+    page.goto(f"{ui['url']}/?token={ui['token']}")
+    choice = {
+        "literal": "rag ui",
+        "options": ["rag serve", "rag ui"],
+        "picked": "rag serve",
+        "overruled": True,
+    }
+    second = {"answer": "4 minutes [2]", "agreement": 0.0, "needed": 0.5}
+    verdict = {"grounded": False, "confidence": 0.2, "literal_choice": choice}
+    line = "ex => verdictLine(ex).textContent"
+    text = page.evaluate(line, {"verdict": {**verdict, "second_opinion": second}})
+    assert text.startswith("not verifiedconfidence 0.200: check the sources")
+    assert "Asked which of rag serve, rag ui belongs where the answer says rag ui, " in text
+    assert "the verifier picked rag serve." in text
+    assert 'the model answered "4 minutes [2]": the two answers do not agree' in text
+    close = {**verdict, "literal_choice": {**choice, "overruled": False}}
+    assert "Asked which" not in page.evaluate(line, {"verdict": close})
+    assert page.evaluate(line, {"verdict": {"grounded": True, "confidence": 0.7}}) == (
+        "verifiedconfidence 0.700"
+    )
+
+
 def test_ask_open_citation_and_prompt_then_flag(ui, browser):
     started = time.monotonic()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
