@@ -379,6 +379,9 @@ def _numbered_by_citation(
         verdict["unsupported"] = [renumber(s, new_of) for s in verdict["unsupported"]]
     if "missing" in verdict:
         verdict["missing"] = {renumber(k, new_of): v for k, v in verdict["missing"].items()}
+    opinion = verdict.get("second_opinion") or {}
+    if "answer" in opinion:  # it cites by the same passage numbers as the draft
+        verdict["second_opinion"] = {**opinion, "answer": renumber(opinion["answer"], new_of)}
     return renumber(answer, new_of), [passages[old - 1] for old in order], verdict
 
 

@@ -144,6 +144,14 @@ def test_citations_are_numbered_from_one_in_reading_order(corpus_env, models):
     assert out["citations"][0]["snippet"][:60] in shown.split("[2] (")[1]
 
 
+def test_the_second_opinion_is_renumbered_with_the_answer(corpus_env, models):
+    models.answer = ["Set LANGFUSE_PUBLIC_KEY [2]", "LANGFUSE_PUBLIC_KEY [2]"]
+    short = {"k": 2, "max_regenerations": 0, "answer_style": "short"}
+    out = ask(models, "How do I enable tracing?", short)  # [1] is the "Turning it off" part
+    assert out["answer"] == "Set LANGFUSE_PUBLIC_KEY [1]"
+    assert out["verdict"]["second_opinion"]["answer"] == "LANGFUSE_PUBLIC_KEY [1]"
+
+
 def test_literal_check_catches_an_invented_number(corpus_env, models):
     models.answer = "The first install takes 12 minutes [1]."
     out = ask(models, "How long does the install take?", {"max_regenerations": 0})
