@@ -85,7 +85,8 @@ SURE_CLAIM = 0.85
 # A rival must take this many times the literal's share to overrule it. Over 8 options
 # the verifier's shares can be near even (0.18 against 0.16 for a default of 1): a
 # pick that close says nothing. Chosen on the docs dev split: it still overrules every
-# wrong twin there (the closest at 1.57) and no longer two right answers (1.08, 1.48).
+# wrong twin there that check 3 would verify (the closest at 1.64), and no longer two
+# right answers (1.08, 1.48).
 RIVAL_MARGIN = 1.5
 
 
