@@ -207,13 +207,18 @@ class ChatLocalLlama(BaseChatModel):
                 _RUNNING.discard(cancelled)
             loaded.lock.release()
 
-    def _first_token(self, messages: list[BaseMessage], top: int) -> ChatResult:
-        """The reply's first token and its ``top`` alternatives with log-probabilities,
-        in OpenAI's ``logprobs`` shape, so callers read every provider the same way.
+    def _with_logprobs(
+        self, messages: list[BaseMessage], top: int, max_tokens: int, stop: list[str]
+    ) -> ChatResult:
+        """The greedy reply with every token's log-probability and its ``top``
+        alternatives, in OpenAI's ``logprobs`` shape, so callers read every provider the
+        same way (the verifier binds ``max_tokens=1`` and reads its yes/no). Asking for
+        log-probabilities does not cut a reply short, as it does not from OpenAI.
 
-        Only the first token: it is read from the logits of the prompt's last position,
-        which llama.cpp keeps without ``logits_all`` (that option slows every prefill).
-        The shared prompt prefix is reused from the KV cache like any other call.
+        Read from the logits of the last evaluated position as each token is sampled,
+        which llama.cpp keeps without ``logits_all`` (that option slows every prefill),
+        so the reply costs what plain generation costs. The shared prompt prefix is
+        reused from the KV cache like any other call.
         """
         import numpy as np
         from llama_cpp import llama_cpp
@@ -226,6 +231,12 @@ class ChatLocalLlama(BaseChatModel):
             raise ModelOutputError(f"{self.model_name}: no chat template, no token probabilities")
         deadline = time.monotonic() + self.timeout_s
         self._acquire(loaded, deadline)
+        content: list[dict[str, Any]] = []
+        produced: list[int] = []
+        text = ""
+        cancelled = threading.Event()
+        with _REGISTRY_LOCK:
+            _RUNNING.add(cancelled)
         try:
             prompt = Jinja2ChatFormatter(
                 template=template,
@@ -236,29 +247,58 @@ class ChatLocalLlama(BaseChatModel):
                 prompt.prompt.encode("utf-8"), add_bos=not prompt.added_special, special=True
             )
             steps = llama.generate(tokens, temp=0.0)
-            first = next(steps)  # evaluates the prompt (reusing the cached prefix), samples
-            steps.close()
-            # the sampled token is not evaluated yet: these are the last prompt position's
-            logits = np.ctypeslib.as_array(
-                llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(llama.n_vocab(),)
-            ).astype(np.float64)
-            logprobs = logits - logits.max()
-            logprobs -= np.log(np.exp(logprobs).sum())
-            best = np.argsort(-logprobs)[:top]
-            text = llama.detokenize([first]).decode("utf-8", "replace")
-            alternatives = [
-                {
-                    "token": llama.detokenize([int(i)]).decode("utf-8", "replace"),
-                    "logprob": float(logprobs[i]),
-                }
-                for i in best
-            ]
+            try:
+                # each token is sampled before it is evaluated: the logits at hand are
+                # those of the position it was sampled from
+                for token in steps:
+                    if cancelled.is_set():
+                        raise GenerationCancelled(f"{self.model_name}: answer cancelled")
+                    if time.monotonic() > deadline:
+                        raise LLMTimeoutError(
+                            f"{self.model_name}: no complete answer within "
+                            f"llm_timeout_s={self.timeout_s:g}s"
+                        )
+                    logits = np.ctypeslib.as_array(
+                        llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1),
+                        shape=(llama.n_vocab(),),
+                    ).astype(np.float64)
+                    logprobs = logits - logits.max()
+                    logprobs -= np.log(np.exp(logprobs).sum())
+                    best = np.argpartition(-logprobs, top)[:top]
+                    best = best[np.argsort(-logprobs[best])]
+                    content.append(
+                        {
+                            "token": llama.detokenize([token]).decode("utf-8", "replace"),
+                            "logprob": float(logprobs[token]),
+                            "top_logprobs": [
+                                {
+                                    "token": llama.detokenize([int(i)]).decode("utf-8", "replace"),
+                                    "logprob": float(logprobs[i]),
+                                }
+                                for i in best
+                            ],
+                        }
+                    )
+                    if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
+                        content[-1]["token"] = ""
+                        break
+                    produced.append(token)
+                    text = llama.detokenize(produced, prev_tokens=tokens).decode("utf-8", "replace")
+                    hit = [s for s in stop if s in text]
+                    if hit:
+                        text = text[: text.index(hit[0])]
+                        break
+                    if len(produced) >= max_tokens:
+                        break
+            finally:
+                steps.close()
         finally:
+            with _REGISTRY_LOCK:
+                _RUNNING.discard(cancelled)
             loaded.lock.release()
-        content = [{"token": text, "logprob": float(logprobs[first]), "top_logprobs": alternatives}]
         message = AIMessage(
             content=text,
-            usage_metadata=_usage(len(tokens), 1),
+            usage_metadata=_usage(len(tokens), len(content)),
             response_metadata={"logprobs": {"content": content}, "model_name": self.model_name},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -274,7 +314,9 @@ class ChatLocalLlama(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         if kwargs.get("logprobs"):
-            return self._first_token(messages, int(kwargs.get("top_logprobs") or 5))
+            call = self._call_kwargs(stop, kwargs)
+            top = int(kwargs.get("top_logprobs") or 1)
+            return self._with_logprobs(messages, top, call["max_tokens"], call["stop"])
         outcome: dict[str, Any] = {}
         text = "".join(self._run(messages, stop, kwargs, outcome))
         message = AIMessage(

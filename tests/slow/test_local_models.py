@@ -82,6 +82,19 @@ def test_first_token_probabilities_rank_a_true_claim_above_a_false_one(llm):
     assert "paris" in llm.invoke([HumanMessage("Capital of France? One word.")]).text.lower()
 
 
+def test_a_reply_with_log_probabilities_is_the_whole_plain_reply(llm):
+    """As from OpenAI: asking for log-probabilities does not cut the reply to one token."""
+    passage = "The Battle of Hastings was fought in 1066 between the Normans and the English."
+    ask = f"Passage: {passage}\nQuestion: When was the battle fought? Reply with the year only."
+    plain = llm.invoke([HumanMessage(ask)]).text
+    reply = llm.bind(logprobs=True, top_logprobs=2).invoke([HumanMessage(ask)])
+    assert reply.text == plain and "1066" in reply.text  # greedy either way
+    tokens = reply.response_metadata["logprobs"]["content"]
+    assert "".join(t["token"] for t in tokens) == reply.text  # the end token reads ""
+    assert all(len(t["top_logprobs"]) == 2 for t in tokens)
+    assert math.exp(tokens[0]["logprob"]) > 0.5  # copying a year is sure
+
+
 def test_concurrent_callers_share_one_model(llm):
     results: list[str] = []
     errors: list[BaseException] = []
