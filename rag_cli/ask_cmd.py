@@ -144,10 +144,15 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
         )
     choice = verdict.get("literal_choice")
     if choice and choice["overruled"]:
+        picked = (
+            f"the verifier picked {choice['picked']}"
+            if choice["picked"] != choice["literal"]
+            else f"the verifier could not tell it from {choice['rival']}"
+        )
         return (
             f"asked which of {', '.join(choice['options'])} belongs where the answer says "
-            f"{choice['literal']}, the verifier picked {choice['picked']} (confidence "
-            f"{verdict.get('confidence')}, below {verdict.get('threshold')})."
+            f"{choice['literal']}, {picked} (confidence {verdict.get('confidence')}, below "
+            f"{verdict.get('threshold')})."
         )
     confidence = verdict.get("confidence")
     return (

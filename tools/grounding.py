@@ -247,6 +247,15 @@ def swappable_literals(text: str) -> list[str]:
     return [f for f in dict.fromkeys(found) if any(c.isalnum() for c in f)]
 
 
+_FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
+
+
+def flags_in(literal: str) -> list[str]:
+    """The long flags a literal holds: `--port` in `rag ui [--host H] [--port P]`. A
+    passage often names a command's flags only inside the command."""
+    return _FLAG.findall(literal)
+
+
 def literal_kind(literal: str) -> str:
     """A coarse kind, so a literal is weighed against others of its own kind: a flag
     against flags, a path against paths, a number against numbers."""

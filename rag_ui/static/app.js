@@ -277,7 +277,9 @@ function verdictLine(ex) {
     if (choice && choice.overruled) {
       line.append(el("div", { "data-testid": "literal-choice" },
         `Asked which of ${choice.options.join(", ")} belongs where the answer says ` +
-        `${choice.literal}, the verifier picked ${choice.picked}.`));
+        `${choice.literal}, ` + (choice.picked !== choice.literal
+          ? `the verifier picked ${choice.picked}.`
+          : `the verifier could not tell it from ${choice.rival}.`)));
     }
     if ((v.unsupported || []).length) {
       line.append(el("div", {}, "Statements the cited passages do not support (highlighted):"),

@@ -108,8 +108,11 @@ def test_the_verdict_line_says_why_an_answer_is_not_verified(ui, browser):
     assert "Asked which of rag serve, rag ui belongs where the answer says rag ui, " in text
     assert "the verifier picked rag serve." in text
     assert 'the model answered "4 minutes [2]": the two answers do not agree' in text
-    close = {**verdict, "literal_choice": {**choice, "overruled": False}}
-    assert "Asked which" not in page.evaluate(line, {"verdict": close})
+    kept = {**verdict, "literal_choice": {**choice, "overruled": False}}
+    assert "Asked which" not in page.evaluate(line, {"verdict": kept})
+    tie = {**choice, "picked": "rag ui", "rival": "rag serve"}  # won, but not by the margin
+    text = page.evaluate(line, {"verdict": {**verdict, "literal_choice": tie}})
+    assert "the verifier could not tell it from rag serve." in text
     assert page.evaluate(line, {"verdict": {"grounded": True, "confidence": 0.7}}) == (
         "verifiedconfidence 0.700"
     )

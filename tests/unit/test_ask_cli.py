@@ -167,5 +167,9 @@ def test_not_verified_by_the_reading_question_says_what_the_verifier_picked():
     reason = unverified_reason(verdict)
     assert reason.startswith("asked which of rag serve, rag ui belongs where the answer says")
     assert "the verifier picked rag serve (confidence 0.2, below 0.64)" in reason
-    close = {**choice, "overruled": False}  # a pick too close to the literal's share
-    assert "not sure" in unverified_reason({**verdict, "literal_choice": close})
+    kept = {**choice, "overruled": False}  # the literal won: the claim's confidence decides
+    assert "not sure" in unverified_reason({**verdict, "literal_choice": kept})
+    tie = {**choice, "picked": "rag ui", "rival": "rag serve"}  # won, but not by the margin
+    assert "could not tell it from rag serve (confidence 0.2" in unverified_reason(
+        {**verdict, "literal_choice": tie}
+    )
