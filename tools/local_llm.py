@@ -154,6 +154,15 @@ class ChatLocalLlama(BaseChatModel):
                 "(another call holds it); raise llm_timeout_s or reduce concurrency"
             )
 
+    def _keep_going(self, cancelled: threading.Event, deadline: float) -> None:
+        """Stop a generation between two tokens: cancelled (Ctrl-C) or past its deadline."""
+        if cancelled.is_set():
+            raise GenerationCancelled(f"{self.model_name}: answer cancelled")
+        if time.monotonic() > deadline:
+            raise LLMTimeoutError(
+                f"{self.model_name}: no complete answer within llm_timeout_s={self.timeout_s:g}s"
+            )
+
     def _run(
         self,
         messages: list[BaseMessage],
@@ -183,13 +192,7 @@ class ChatLocalLlama(BaseChatModel):
             )
             try:
                 for part in stream:
-                    if cancelled.is_set():
-                        raise GenerationCancelled(f"{self.model_name}: answer cancelled")
-                    if time.monotonic() > deadline:
-                        raise LLMTimeoutError(
-                            f"{self.model_name}: no complete answer within "
-                            f"llm_timeout_s={self.timeout_s:g}s"
-                        )
+                    self._keep_going(cancelled, deadline)
                     choice = part["choices"][0]
                     outcome["finish_reason"] = choice.get("finish_reason") or outcome.get(
                         "finish_reason"
@@ -251,13 +254,7 @@ class ChatLocalLlama(BaseChatModel):
                 # each token is sampled before it is evaluated: the logits at hand are
                 # those of the position it was sampled from
                 for token in steps:
-                    if cancelled.is_set():
-                        raise GenerationCancelled(f"{self.model_name}: answer cancelled")
-                    if time.monotonic() > deadline:
-                        raise LLMTimeoutError(
-                            f"{self.model_name}: no complete answer within "
-                            f"llm_timeout_s={self.timeout_s:g}s"
-                        )
+                    self._keep_going(cancelled, deadline)
                     logits = np.ctypeslib.as_array(
                         llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1),
                         shape=(llama.n_vocab(),),
