@@ -1,8 +1,9 @@
+import re
 from pathlib import Path
 
 import pytest
 
-from tools.config import ConfigError, load_settings, masked
+from tools.config import REQUEST_SETTINGS, ConfigError, load_settings, masked
 
 
 def test_defaults_are_local_models(tmp_path, monkeypatch):
@@ -97,3 +98,10 @@ def test_masked_hides_secrets(tmp_path, monkeypatch):
     shown = masked(load_settings(environ={}))
     assert shown["openai_api_key"] == "***"
     assert "sk-secret" not in str(shown)
+
+
+def test_the_security_page_lists_exactly_the_settings_a_request_may_change():
+    page = (Path(__file__).parents[2] / "docs_corpus" / "security.md").read_text()
+    paragraph = page.split("What a request may change:", 1)[1]
+    listed = paragraph.split("batched runs):", 1)[1].split("; the input may carry", 1)[0]
+    assert set(re.findall(r"`(\w+)`", listed)) == REQUEST_SETTINGS
