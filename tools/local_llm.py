@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,21 @@ class ChatLocalLlama(BaseChatModel):
                 "(another call holds it); raise llm_timeout_s or reduce concurrency"
             )
 
+    @contextmanager
+    def _generating(self, loaded: _Loaded, deadline: float) -> Iterator[threading.Event]:
+        """Hold the model for one generation, registered so that ``cancel_running``
+        (Ctrl-C) reaches it; yields the event that says it was cancelled."""
+        self._acquire(loaded, deadline)
+        cancelled = threading.Event()
+        with _REGISTRY_LOCK:
+            _RUNNING.add(cancelled)
+        try:
+            yield cancelled
+        finally:
+            with _REGISTRY_LOCK:
+                _RUNNING.discard(cancelled)
+            loaded.lock.release()
+
     def _keep_going(self, cancelled: threading.Event, deadline: float) -> None:
         """Stop a generation between two tokens: cancelled (Ctrl-C) or past its deadline."""
         if cancelled.is_set():
@@ -179,12 +195,8 @@ class ChatLocalLlama(BaseChatModel):
         """
         loaded = self._loaded()
         deadline = time.monotonic() + self.timeout_s
-        self._acquire(loaded, deadline)
         produced = 0
-        cancelled = threading.Event()
-        with _REGISTRY_LOCK:
-            _RUNNING.add(cancelled)
-        try:
+        with self._generating(loaded, deadline) as cancelled:
             stream = loaded.llama.create_chat_completion(
                 messages=_to_llama_messages(messages),
                 stream=True,
@@ -205,10 +217,6 @@ class ChatLocalLlama(BaseChatModel):
                 stream.close()
             # the context now holds prompt + generated tokens
             outcome["usage"] = _usage(max(loaded.llama.n_tokens - produced, 0), produced)
-        finally:
-            with _REGISTRY_LOCK:
-                _RUNNING.discard(cancelled)
-            loaded.lock.release()
 
     def _with_logprobs(
         self, messages: list[BaseMessage], top: int, max_tokens: int, stop: list[str]
@@ -233,14 +241,10 @@ class ChatLocalLlama(BaseChatModel):
         if not template:
             raise ModelOutputError(f"{self.model_name}: no chat template, no token probabilities")
         deadline = time.monotonic() + self.timeout_s
-        self._acquire(loaded, deadline)
         content: list[dict[str, Any]] = []
         produced: list[int] = []
         text = ""
-        cancelled = threading.Event()
-        with _REGISTRY_LOCK:
-            _RUNNING.add(cancelled)
-        try:
+        with self._generating(loaded, deadline) as cancelled:
             prompt = Jinja2ChatFormatter(
                 template=template,
                 eos_token=llama._model.token_get_text(llama.token_eos()),
@@ -289,10 +293,6 @@ class ChatLocalLlama(BaseChatModel):
                         break
             finally:
                 steps.close()
-        finally:
-            with _REGISTRY_LOCK:
-                _RUNNING.discard(cancelled)
-            loaded.lock.release()
         message = AIMessage(
             content=text,
             usage_metadata=_usage(len(tokens), len(content)),
