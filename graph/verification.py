@@ -227,16 +227,16 @@ def literal_choice(
         model, [context, HumanMessage(ask)], letters, retries=retries, config=config
     )
     weights = [round(shares[letter], 4) for letter in letters]
-    own = weights[options.index(literal)]
-    rival = max((o for o in options if o != literal), key=lambda o: weights[options.index(o)])
+    share = dict(zip(options, weights, strict=True))
+    rival = max((o for o in options if o != literal), key=share.__getitem__)
     return {
         "literal": literal,
         "options": options,
         "shares": weights,
-        "picked": options[weights.index(max(weights))],
-        "share": own,
+        "picked": max(options, key=share.__getitem__),
+        "share": share[literal],
         "rival": rival,
-        "overruled": own < WIN_MARGIN * weights[options.index(rival)],
+        "overruled": share[literal] < WIN_MARGIN * share[rival],
     }
 
 
