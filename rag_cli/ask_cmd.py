@@ -23,7 +23,7 @@ from graph import build_graph, config_for
 from graph.graph import GENERATOR_NODE
 from graph.services import Services
 from graph.state import OutputState
-from rag_ui.exchange import PromptRecorder
+from rag_ui.exchange import PromptRecorder, prompt_note
 from tools.config import Settings, choices
 from tools.local_llm import cancel_running
 from tools.models import check_models
@@ -301,3 +301,5 @@ def _show_last(app: Any, config: dict[str, Any], command: str, recorder: PromptR
         return
     for turn in recorder.prompts[-1]:  # the last call: a regeneration's, if there was one
         print(f"--- {turn['role']} ---\n{printable(turn['content'])}")
+    if note := prompt_note(recorder.prompts[-1], passages):
+        print(f"({note})")

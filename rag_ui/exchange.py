@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 
+from graph.context import header_location, numbers_by_location
 from graph.graph import GENERATOR_NODE
 from tools.retrieval import Passage
 
@@ -36,6 +37,25 @@ class PromptRecorder(BaseCallbackHandler):
 
 def as_turn(message: BaseMessage) -> dict[str, str]:
     return {"role": message.type, "content": message.text}
+
+
+def prompt_note(prompt: list[dict[str, str]], passages: list[dict[str, Any]]) -> str:
+    """What a reader of the recorded prompt needs to match its passage numbers with the
+    answer's: the answer renumbers passages in the order it cites them. Empty when the
+    numbers agree."""
+    in_prompt: dict[str, int] = {}
+    for turn in prompt:
+        in_prompt |= numbers_by_location(turn["content"])
+    moved = [
+        f"[{in_prompt[where]}] is the answer's [{n}]"
+        for n, passage in enumerate(passages, 1)
+        if in_prompt.get(where := header_location(passage), n) != n
+    ]
+    if not moved:
+        return ""
+    return "The answer numbers passages in the order it cites them: in this prompt, " + (
+        ", ".join(moved) + "."
+    )
 
 
 def passage_view(n: int, passage: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +101,8 @@ def build_exchange(
         "passages": [passage_view(n, p) for n, p in enumerate(state.get("passages") or [], 1)],
         "dropped": retrieval.pop("dropped", []),
         "retrieval": retrieval,
-        "prompt": recorder.prompts[-1] if recorder.prompts else [],
+        "prompt": (prompt := recorder.prompts[-1] if recorder.prompts else []),
+        "prompt_note": prompt_note(prompt, state.get("passages") or []),
         "attempts": len(recorder.prompts),
         "timings": {**(state.get("timings") or {}), **timings},
         "trace_id": state.get("trace_id"),

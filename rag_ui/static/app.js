@@ -338,8 +338,10 @@ function passagesPanel(ex) {
 
 function promptPanel(ex) {
   if (!ex.prompt.length) return el("div", { class: "muted" }, "No prompt: nothing was generated.");
-  return el("div", { "data-testid": "prompt" }, ...ex.prompt.map((m) =>
-    el("div", { class: "prompt-turn" }, el("strong", {}, m.role), el("pre", {}, m.content))));
+  return el("div", { "data-testid": "prompt" },
+    ex.prompt_note ? el("div", { class: "muted", "data-testid": "prompt-note" }, ex.prompt_note) : null,
+    ...ex.prompt.map((m) =>
+      el("div", { class: "prompt-turn" }, el("strong", {}, m.role), el("pre", {}, m.content))));
 }
 
 function timingsPanel(ex) {

@@ -118,6 +118,16 @@ def test_the_verdict_line_says_why_an_answer_is_not_verified(ui, browser):
     )
 
 
+def test_the_prompt_panel_says_how_the_answer_renumbered_its_passages(ui, browser):
+    page = browser.new_page()
+    page.goto(f"{ui['url']}/?token={ui['token']}")
+    prompt = [{"role": "system", "content": "PASSAGES:\n[2] (docs_corpus/install.md)"}]
+    note = "The answer numbers passages in the order it cites them: in this prompt, [2] is"
+    panel = "ex => promptPanel(ex).textContent"
+    assert page.evaluate(panel, {"prompt": prompt, "prompt_note": note}).startswith(note)
+    assert "The answer numbers" not in page.evaluate(panel, {"prompt": prompt, "prompt_note": ""})
+
+
 def test_ask_open_citation_and_prompt_then_flag(ui, browser):
     started = time.monotonic()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})

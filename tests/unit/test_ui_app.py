@@ -314,3 +314,14 @@ def test_sessions_read_back_from_disk_count_against_the_limit(tmp_path):
     reader = Sessions(InMemorySaver(), tmp_path, limit=2)  # after a restart
     assert all(reader.get(i).restored for i in ids)
     assert len(reader._items) == 2 and list(reader._items) == ids[1:]
+
+
+def test_the_prompt_says_how_its_passage_numbers_became_the_answers(client, models):
+    same = ask(client, new_session(client))["exchange"]
+    assert same["prompt_note"] == ""  # the answer cites [1]: nothing was renumbered
+    models.answer = "Run make demo to install the service [2]."
+    ex = ask(client, new_session(client))["exchange"]
+    assert ex["citations"][0]["n"] == 1  # the answer's own numbering starts at what it cites
+    cited = ex["passages"][0]["location"]
+    assert f"[2] ({cited})" in ex["prompt"][0]["content"]  # the generator knew it as [2]
+    assert "in this prompt, [2] is the answer's [1], [1] is the answer's [2]" in ex["prompt_note"]
