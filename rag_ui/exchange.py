@@ -46,16 +46,15 @@ def prompt_note(prompt: list[dict[str, str]], passages: list[dict[str, Any]]) ->
     in_prompt: dict[str, int] = {}
     for turn in prompt:
         in_prompt |= numbers_by_location(turn["content"])
-    moved = [
-        f"[{in_prompt[where]}] is the answer's [{n}]"
-        for n, passage in enumerate(passages, 1)
-        if in_prompt.get(where := header_location(passage), n) != n
-    ]
+    moved = []
+    for n, passage in enumerate(passages, 1):
+        old = in_prompt.get(header_location(passage), n)
+        if old != n:
+            moved.append(f"[{old}] is the answer's [{n}]")
     if not moved:
         return ""
-    return "The answer numbers passages in the order it cites them: in this prompt, " + (
-        ", ".join(moved) + "."
-    )
+    said = ", ".join(moved)
+    return f"The answer numbers passages in the order it cites them: in this prompt, {said}."
 
 
 def passage_view(n: int, passage: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +84,7 @@ def build_exchange(
 ) -> dict[str, Any]:
     """The whole exchange as plain JSON data, from the thread's state after the run."""
     retrieval = dict(state.get("retrieval") or {})
+    prompt = recorder.prompts[-1] if recorder.prompts else []
     return {
         "id": exchange_id,
         "question": question,
@@ -101,7 +101,7 @@ def build_exchange(
         "passages": [passage_view(n, p) for n, p in enumerate(state.get("passages") or [], 1)],
         "dropped": retrieval.pop("dropped", []),
         "retrieval": retrieval,
-        "prompt": (prompt := recorder.prompts[-1] if recorder.prompts else []),
+        "prompt": prompt,
         "prompt_note": prompt_note(prompt, state.get("passages") or []),
         "attempts": len(recorder.prompts),
         "timings": {**(state.get("timings") or {}), **timings},
