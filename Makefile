@@ -1,5 +1,5 @@
 # Two commands matter: `make demo` and `make test`. Both set up .venv first (idempotent).
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo test test-fast lint bench clean clean-native
 
 VENV := .venv/bin
 
@@ -39,3 +39,8 @@ bench: setup
 
 clean:
 	rm -rf .venv .rag .langgraph_api .pytest_cache .ruff_cache
+
+# Forget the built llama-cpp-python wheels: the next `make setup` builds and installs one
+# with the current flags (scripts/build_llama.sh; LLAMA_CMAKE_ARGS to choose your own).
+clean-native:
+	rm -rf "$${RAG_CACHE_DIR:-$$HOME/.cache/agentic-rag}"/wheels/llama-* .venv/.installed-*

@@ -1,17 +1,26 @@
 """Model throughput on this machine, each figure beside a baseline measured in the same run.
 
-    .venv/bin/python bench/bench_models.py [--passages 256] [--json]
+    .venv/bin/python bench/bench_models.py [--passages 256] [--json] [--builds [--rounds 3]]
 
 Embeddings: 256 CACM passages of ~100 words, batched through our LangChain wrapper,
 against the baseline of embedding them one call at a time.
 LLM: prompt (prefill) and output tokens/s through ChatLocalLlama, against the same
 prompt sent to llama-cpp-python directly (the ratio shows the wrapper's overhead).
+Builds (``--builds``): raw prefill and output tokens/s of the installed, portable
+llama-cpp-python build (scripts/build_llama.sh defaults) against a native build
+(``GGML_NATIVE=ON``, built once into the cache) on the same prompt, alternating the two
+in child processes for ``--rounds`` rounds; medians and their ratio. A native build that
+uses AMX is refused: that is the build that crashes (llama.cpp issue 20824).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,8 +29,10 @@ from langchain_core.messages import HumanMessage
 from tools.config import load_settings
 from tools.models import chat_model, embeddings
 
-CACM = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cacm" / "cacm.json"
+REPO = Path(__file__).resolve().parents[1]
+CACM = REPO.parent / "shared" / "data" / "cacm" / "cacm.json"
 WORDS = 100
+NATIVE_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=ON"
 
 
 def passages(count: int) -> list[str]:
@@ -92,15 +103,119 @@ def bench_llm(context: str) -> dict[str, float]:
     }
 
 
+def raw_speed(context: str) -> dict[str, float]:
+    """Cold prefill and output tokens/s of whichever llama_cpp this process imports."""
+    import llama_cpp
+
+    from tools.local_assets import DEFAULT_LLM, verify
+
+    settings = load_settings()
+    path = verify(DEFAULT_LLM, settings.resolved_cache_dir())
+    llama = llama_cpp.Llama(
+        model_path=str(path), n_ctx=2048, n_threads=os.cpu_count(), verbose=False
+    )
+    tokens = llama.tokenize(f"{context}\n\nSummarise the passages above.".encode())
+    started = time.perf_counter()
+    first = 0.0
+    for made, _ in enumerate(llama.generate(tokens, temp=0.0), start=1):
+        if made == 1:  # the prompt is read (prefill) before the first token comes
+            first = time.perf_counter()
+        if made == 65:
+            break
+    prefill_s, decode_s = first - started, time.perf_counter() - first
+    out = made - 1
+    return {
+        "prompt_tokens": len(tokens),
+        "prompt_tok_per_s": len(tokens) / prefill_s,
+        "output_tok_per_s": out / decode_s,
+        "amx": "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(),
+    }
+
+
+def native_build() -> Path:
+    """A native llama-cpp-python (built once, cached) unpacked where PYTHONPATH can reach it."""
+    built = subprocess.run(
+        [str(REPO / "scripts" / "build_llama.sh"), NATIVE_CMAKE_ARGS],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    wheel = Path(built.stdout.strip())
+    target = wheel.parent / "site"
+    if not (target / "llama_cpp").is_dir():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", target, wheel],
+            check=True,
+        )
+    return target
+
+
+def bench_builds(context: str, rounds: int) -> dict[str, object]:
+    native_site = native_build()
+
+    def measure(pythonpath: Path | None) -> dict[str, float]:
+        env = dict(os.environ)
+        if pythonpath:
+            env["PYTHONPATH"] = f"{pythonpath}{os.pathsep}{env.get('PYTHONPATH', '')}"
+        done = subprocess.run(
+            [sys.executable, __file__, "--measure-raw"],
+            input=context,
+            env=env,
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return json.loads(done.stdout)
+
+    runs: dict[str, list[dict[str, float]]] = {"portable": [], "native": []}
+    for _ in range(rounds):  # alternate, so drifting load hits both alike
+        runs["portable"].append(measure(None))
+        runs["native"].append(measure(native_site))
+    if any(r["amx"] for r in runs["native"]):
+        raise SystemExit("the native build uses AMX on this CPU: not measured (it crashes)")
+    report: dict[str, object] = {"native_cmake_args": NATIVE_CMAKE_ARGS, "rounds": rounds}
+    for build, measured in runs.items():
+        report[build] = {
+            key: statistics.median(r[key] for r in measured)
+            for key in ("prompt_tokens", "prompt_tok_per_s", "output_tok_per_s")
+        }
+    for key in ("prompt_tok_per_s", "output_tok_per_s"):
+        report[f"portable_over_native_{key}"] = report["portable"][key] / report["native"][key]
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--passages", type=int, default=256)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--builds", action="store_true", help="portable against native build")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--measure-raw", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure_raw:  # a child of --builds: the context comes on stdin
+        print(json.dumps(raw_speed(sys.stdin.read())))
+        return
     texts = passages(args.passages)
+    context = "\n\n".join(f"[{i + 1}] {t}" for i, t in enumerate(texts[:4]))
+    if args.builds:
+        report = bench_builds(context, args.rounds)
+        if args.json:
+            print(json.dumps(report, indent=2))
+            return
+        p, n = report["portable"], report["native"]
+        print(f"native build: CMAKE_ARGS={report['native_cmake_args']}")
+        for key, label in (("prompt_tok_per_s", "prefill"), ("output_tok_per_s", "output")):
+            print(
+                f"{label}: portable {p[key]:.1f} tok/s vs native {n[key]:.1f} tok/s "
+                f"(x{report[f'portable_over_native_{key}']:.2f}; median of {args.rounds}, "
+                f"{p['prompt_tokens']:.0f}-token prompt)"
+            )
+        return
     report = {
         "embeddings": bench_embeddings(texts),
-        "llm": bench_llm("\n\n".join(f"[{i + 1}] {t}" for i, t in enumerate(texts[:4]))),
+        "llm": bench_llm(context),
     }
     if args.json:
         print(json.dumps(report, indent=2))

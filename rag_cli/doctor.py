@@ -1,4 +1,9 @@
-"""``rag doctor``: prove every configured model loads and answers, and time each step."""
+"""``rag doctor``: prove every configured model loads and answers, and time each step.
+
+Each model is loaded and called in its own child process (``tools.isolated``): a model
+library that crashes natively or hangs is then a failed check that names the signal or
+the timeout, and the doctor goes on to the next model instead of dying with its patient.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,14 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
 from tools.config import Settings, masked
+from tools.isolated import run_isolated
 from tools.models import ROLES, chat_model, chat_spec, embeddings
 
 PROBE_SENTENCE = "Retrieval augmented generation answers questions from documents."
@@ -21,6 +28,14 @@ PROBE_PROMPT = "Reply with one short sentence: what is 2 + 2?"
 EXPECTED_LOCAL_PROBE_S = 1.5
 SLOW_FACTOR = 3
 BUSY_LOAD_PER_CORE = 0.75  # 1-minute load average per core, before any model runs
+# On top of llm_timeout_s, for the child's imports and the model load (the 1.5B model
+# loads in ~1 s and the imports take ~5 s idle; a loaded machine is many times slower).
+LOAD_ALLOWANCE_S = 120.0
+CRASH_ADVICE = (
+    "if this is a local model, llama-cpp-python was probably built for another CPU: run "
+    "`make clean-native setup` to rebuild it portably, or set LLAMA_CMAKE_ARGS for your "
+    "hardware (docs_corpus/troubleshooting.md, 'The first model call crashes')"
+)
 
 
 @dataclass
@@ -81,6 +96,29 @@ def _check_embeddings(settings: Settings) -> ModelCheck:
     return check
 
 
+def probe_model(settings: Settings, kind: str, spec: str, roles: list[str]) -> ModelCheck:
+    """Load one model and make its first call: what the doctor runs in each child."""
+    if kind == "embedding":
+        return _check_embeddings(settings)
+    return _check_chat(settings, spec, roles)
+
+
+Probe = Callable[[Settings, str, str, list[str]], ModelCheck]
+
+
+def isolated_check(
+    probe: Probe, settings: Settings, kind: str, spec: str, roles: list[str]
+) -> ModelCheck:
+    timeout_s = settings.llm_timeout_s + LOAD_ALLOWANCE_S
+    result = run_isolated(probe, settings, kind, spec, roles, timeout_s=timeout_s)
+    if result.ok:
+        return result.value
+    error = result.reason(timeout_s)
+    if result.signal or result.timed_out:
+        error = f"{error}; {CRASH_ADVICE}"
+    return ModelCheck(kind, spec, roles, error=error)
+
+
 def advise(models: list[dict[str, Any]], settings: Settings, load: float, cores: int) -> list[str]:
     """What the timings say about this machine, and the setting that would help."""
     advice = []
@@ -117,13 +155,22 @@ def advise(models: list[dict[str, Any]], settings: Settings, load: float, cores:
     return advice
 
 
-def diagnose(settings: Settings) -> dict[str, Any]:
+def diagnose(
+    settings: Settings,
+    probe: Probe = probe_model,
+    on_check: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     load, cores = os.getloadavg()[0], os.cpu_count() or 1  # before our own models run
     by_spec: dict[str, list[str]] = {}
     for role in ROLES:
         by_spec.setdefault(str(chat_spec(settings, role)), []).append(role)
-    checks = [_check_chat(settings, spec, roles) for spec, roles in by_spec.items()]
-    checks.append(_check_embeddings(settings))
+    wanted = [("chat", spec, roles) for spec, roles in by_spec.items()]
+    wanted.append(("embedding", settings.embedding_model, ["embedding"]))
+    checks = []
+    for model in wanted:  # one at a time: each child holds a whole model in memory
+        checks.append(isolated_check(probe, settings, *model))
+        if on_check:
+            on_check(asdict(checks[-1]))
     models = [asdict(c) for c in checks]
     return {
         "ok": all(c.error is None for c in checks),
@@ -134,21 +181,23 @@ def diagnose(settings: Settings) -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+def _print_check(c: dict[str, Any]) -> None:
+    status = "ok  " if c["error"] is None else "FAIL"
+    timing = f"load {c['load_s']}s, first call {c['first_call_s']}s"
+    print(f"  {status} {c['kind']:9} {c['spec']:24} roles={','.join(c['roles'])}")
+    print(f"       {timing}; {c['error'] or c['detail']}", flush=True)
+
+
+def run(args: argparse.Namespace, settings: Settings, probe: Probe = probe_model) -> int:
     if not args.json:
         print("configuration:")
         for key, value in masked(settings).items():
             print(f"  {key:22} {value}")
         print("models (loading each and making one call):", flush=True)
-    report = diagnose(settings)
+    report = diagnose(settings, probe, on_check=None if args.json else _print_check)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        for c in report["models"]:
-            status = "ok  " if c["error"] is None else "FAIL"
-            timing = f"load {c['load_s']}s, first call {c['first_call_s']}s"
-            print(f"  {status} {c['kind']:9} {c['spec']:24} roles={','.join(c['roles'])}")
-            print(f"       {timing}; {c['error'] or c['detail']}")
         for line in report["advice"]:
             print(f"advice: {line}")
         print("doctor: all models working" if report["ok"] else "doctor: problems found")

@@ -7,9 +7,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3.11}"
 CACHE="${RAG_CACHE_DIR:-$HOME/.cache/agentic-rag}"
-LLAMA_VERSION="0.3.36"
-WHEELS="$CACHE/wheels"
-mkdir -p "$WHEELS"
+mkdir -p "$CACHE/wheels"
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -18,22 +16,20 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 
-if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-    step "building llama-cpp-python $LLAMA_VERSION once (about 4 minutes; cached in $WHEELS)"
-    tmp="$(mktemp -d)"
-    CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-        .venv/bin/pip wheel --no-deps --progress-bar on -w "$tmp" "llama-cpp-python==$LLAMA_VERSION"
-    mv "$tmp"/llama_cpp_python-*.whl "$WHEELS"/
-    rmdir "$tmp" 2>/dev/null || true
-fi
+# The wheel's directory is keyed by its build flags (scripts/build_llama.sh), so a wheel
+# built with other flags is neither reused nor left installed in .venv.
+LLAMA_WHEEL="$(scripts/build_llama.sh)"
+LLAMA_DIR="$(dirname "$LLAMA_WHEEL")"
 
-stamp=".venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-16)"
+stamp=".venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-12)-$(basename "$LLAMA_DIR")"
 if [ ! -f "$stamp" ]; then
     step "installing the project and its dependencies into .venv"
-    links=(--find-links "$WHEELS")
+    links=(--find-links "$LLAMA_DIR")
     [ -d /opt/wheels ] && links+=(--find-links /opt/wheels)
     # requirements.lock pins every version (see scripts/lock.sh): no resolver backtracking
     .venv/bin/pip install --progress-bar on "${links[@]}" -c requirements.lock -e '.[dev]'
+    # a llama-cpp-python of the same version built with other flags counts as installed
+    .venv/bin/pip install --no-deps --force-reinstall --progress-bar on "$LLAMA_WHEEL"
     rm -f .venv/.installed-*
     touch "$stamp"
 fi

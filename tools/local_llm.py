@@ -361,3 +361,23 @@ class ChatLocalLlama(BaseChatModel):
             response_format={"type": "json_object", "schema": json.loads(json.dumps(json_schema))}
         )
         return bound | parser_for(schema)
+
+
+def smoke_generate(path: str, max_tokens: int = 8) -> dict[str, Any]:
+    """Load a GGUF and generate a few tokens, plus the CPU features the build uses.
+
+    Run in a child process (``tools.isolated``) after every build or reuse of the
+    llama-cpp-python wheel: a build that crashes on this CPU is caught at set-up.
+    """
+    import llama_cpp
+
+    loaded = _Loaded(path, 512, 0)
+    started = time.perf_counter()
+    out = loaded.llama.create_completion("The capital of France is", max_tokens=max_tokens)
+    return {
+        "text": out["choices"][0]["text"],
+        "tokens": out["usage"]["completion_tokens"],
+        "load_s": loaded.load_seconds,
+        "generate_s": time.perf_counter() - started,
+        "system_info": llama_cpp.llama_print_system_info().decode(),
+    }

@@ -9,8 +9,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from evaluation import guard as guard_bench
-from graph import build_graph, config_for, nodes
+from graph import config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
+from tests.graph_runs import run_graph
 from tools.collection import Collection
 from tools.config import load_settings
 from tools.models import embeddings
@@ -37,17 +38,15 @@ RUN = {"llm_timeout_s": 900, "k": 4}
 
 
 def ask(data_dir, question, **state):
-    return build_graph().invoke(
-        {"question": question, **state}, config_for(data_dir=data_dir, **RUN)
-    )
+    return run_graph({"question": question, **state}, config_for(data_dir=data_dir, **RUN))
 
 
-def test_the_demo_question_is_never_verified_wrong(data_dir):
+def test_the_demo_question_is_answered_and_never_verified_wrong(data_dir):
     out = ask(data_dir, "How do I switch the answer generator to an OpenAI-compatible server?")
+    assert out["outcome"] != "abstained", out["answer"]  # models.md answers it plainly
     if out["outcome"] == "verified":  # a verified answer must be the right one
         assert re.search(r"openai:[\w.<>-]+@", out["answer"]), out
         assert out["citations"], out
-    # otherwise an honest "not verified" or an abstention (seen with the 1.5B model at k=4)
 
 
 def test_the_install_questions_right_answer_is_verified(data_dir):
@@ -141,9 +140,7 @@ GUARDED = {
 
 
 def ask_guarded(data_dir, question):
-    return build_graph().invoke(
-        {"question": question}, config_for(data_dir=data_dir, **RUN, **GUARDED)
-    )
+    return run_graph({"question": question}, config_for(data_dir=data_dir, **RUN, **GUARDED))
 
 
 @pytest.mark.parametrize(
@@ -168,7 +165,7 @@ def test_the_guard_lets_an_on_topic_question_through_to_an_answer(data_dir):
 
 
 def test_a_short_answer_the_verifier_is_sure_of_needs_a_second_opinion(data_dir):
-    out = build_graph().invoke(
+    out = run_graph(
         {"question": "Which command installs the service and runs it for the first time?"},
         config_for(data_dir=data_dir, answer_style="short", **RUN),
     )

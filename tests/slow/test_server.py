@@ -22,6 +22,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from graph.graph import DIRECT_PATH
+from tests.graph_runs import model_faults
 from tests.local_service import (
     RAG,
     REPO,
@@ -107,6 +108,7 @@ def test_thread_wait_stream_and_follow_up(server):
             "references",
             "trace_id",
         }
+        assert not model_faults(second), second
         assert "passages" not in second and "draft" not in second  # output schema only
         assert second["queries"][0] != follow  # rephrased with the thread's history
         state = await client.threads.get_state(tid)
@@ -117,6 +119,7 @@ def test_thread_wait_stream_and_follow_up(server):
             fresh["thread_id"], "rag", input={"question": "What does rag doctor do?"}
         )
         assert other["queries"] == ["What does rag doctor do?"]  # a new thread starts clean
+        assert not model_faults(other) and not other["abstained"], other
 
     run(scenario())
 

@@ -1,0 +1,37 @@
+"""Run the graph in a test that expects answers, and fail on any model fault.
+
+The product turns a model fault into an honest abstention or a "not verified" label
+(a typed ``error``), which is right for a user and wrong for a test: an answer test
+that accepts "abstained" or "not verified" would pass on a model that cannot run at
+all. Every real-model graph test runs through ``run_graph``, so a fault fails it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph import build_graph
+
+
+def model_faults(out: dict[str, Any]) -> list[str]:
+    """Every model fault an answer object records: the run's error, the verifier's, the
+    second opinion's and the guard's (the last three keep the answer, so they are not
+    in ``error``)."""
+    verdict = out.get("verdict") or {}
+    found = [
+        out.get("error") and f"run: {out['error']}",
+        verdict.get("error") and f"verifier: {verdict['error']}",
+        (verdict.get("second_opinion") or {}).get("error")
+        and f"second opinion: {verdict['second_opinion']['error']}",
+        (out.get("guard") or {}).get("error") and f"guard: {out['guard']['error']}",
+    ]
+    return [f for f in found if f]
+
+
+def run_graph(state: dict[str, Any], config: RunnableConfig, context: Any = None) -> dict[str, Any]:
+    out = build_graph().invoke(state, config, context=context)
+    faults = model_faults(out)
+    assert not faults, f"a model call failed, so this run proves nothing: {faults}"
+    return out
