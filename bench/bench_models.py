@@ -6,11 +6,12 @@ Embeddings: 256 CACM passages of ~100 words, batched through our LangChain wrapp
 against the baseline of embedding them one call at a time.
 LLM: prompt (prefill) and output tokens/s through ChatLocalLlama, against the same
 prompt sent to llama-cpp-python directly (the ratio shows the wrapper's overhead).
-Builds (``--builds``): raw prefill and output tokens/s of the installed, portable
-llama-cpp-python build (scripts/build_llama.sh defaults) against a native build
-(``GGML_NATIVE=ON``, built once into the cache) on the same prompt, alternating the two
-in child processes for ``--rounds`` rounds; medians and their ratio. A native build that
-uses AMX is refused: that is the build that crashes (llama.cpp issue 20824).
+Builds (``--builds``): raw prefill and output tokens/s of the installed llama-cpp-python
+(scripts/build_llama.sh's default flags for this CPU), of the AVX2 baseline build, and
+of a native build (``GGML_NATIVE=ON``), the last two built once into the cache, on the
+same prompt, taking turns in child processes for ``--rounds`` rounds; medians, and each
+as a ratio to native. A native build that uses AMX is refused: that is the build that
+crashes (llama.cpp issue 20824).
 """
 
 from __future__ import annotations
@@ -132,15 +133,10 @@ def raw_speed(context: str) -> dict[str, float]:
     }
 
 
-def native_build() -> Path:
-    """A native llama-cpp-python (built once, cached) unpacked where PYTHONPATH can reach it."""
-    built = subprocess.run(
-        [str(REPO / "scripts" / "build_llama.sh"), NATIVE_CMAKE_ARGS],
-        cwd=REPO,
-        check=True,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def build_site(flags: str) -> Path:
+    """A llama-cpp-python built with ``flags`` (once, cached), unpacked for PYTHONPATH."""
+    script = str(REPO / "scripts" / "build_llama.sh")
+    built = subprocess.run([script, flags], cwd=REPO, check=True, stdout=subprocess.PIPE, text=True)
     wheel = Path(built.stdout.strip())
     target = wheel.parent / "site"
     if not (target / "llama_cpp").is_dir():
@@ -152,7 +148,13 @@ def native_build() -> Path:
 
 
 def bench_builds(context: str, rounds: int) -> dict[str, object]:
-    native_site = native_build()
+    script = str(REPO / "scripts" / "build_llama.sh")
+    baseline = subprocess.run([script, "--baseline"], check=True, capture_output=True, text=True)
+    sites: dict[str, Path | None] = {
+        "installed": None,
+        "baseline": build_site(baseline.stdout),
+        "native": build_site(NATIVE_CMAKE_ARGS),
+    }
 
     def measure(pythonpath: Path | None) -> dict[str, float]:
         env = dict(os.environ)
@@ -169,20 +171,29 @@ def bench_builds(context: str, rounds: int) -> dict[str, object]:
         )
         return json.loads(done.stdout)
 
-    runs: dict[str, list[dict[str, float]]] = {"portable": [], "native": []}
-    for _ in range(rounds):  # alternate, so drifting load hits both alike
-        runs["portable"].append(measure(None))
-        runs["native"].append(measure(native_site))
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in sites}
+    for _ in range(rounds):  # take turns, so drifting load hits every build alike
+        for name, site in sites.items():
+            runs[name].append(measure(site))
     if any(r["amx"] for r in runs["native"]):
         raise SystemExit("the native build uses AMX on this CPU: not measured (it crashes)")
-    report: dict[str, object] = {"native_cmake_args": NATIVE_CMAKE_ARGS, "rounds": rounds}
-    for build, measured in runs.items():
-        report[build] = {
+    flags = subprocess.run([script, "--flags"], check=True, capture_output=True, text=True)
+    report: dict[str, object] = {
+        "flags": {
+            "installed": flags.stdout,
+            "baseline": baseline.stdout,
+            "native": NATIVE_CMAKE_ARGS,
+        },
+        "rounds": rounds,
+    }
+    for name, measured in runs.items():
+        report[name] = {
             key: statistics.median(r[key] for r in measured)
             for key in ("prompt_tokens", "prompt_tok_per_s", "output_tok_per_s")
         }
-    for key in ("prompt_tok_per_s", "output_tok_per_s"):
-        report[f"portable_over_native_{key}"] = report["portable"][key] / report["native"][key]
+    for name in ("installed", "baseline"):
+        for key in ("prompt_tok_per_s", "output_tok_per_s"):
+            report[f"{name}_over_native_{key}"] = report[name][key] / report["native"][key]
     return report
 
 
@@ -204,13 +215,15 @@ def main() -> None:
         if args.json:
             print(json.dumps(report, indent=2))
             return
-        p, n = report["portable"], report["native"]
-        print(f"native build: CMAKE_ARGS={report['native_cmake_args']}")
+        for name, flags in report["flags"].items():
+            print(f"{name}: CMAKE_ARGS={flags}")
         for key, label in (("prompt_tok_per_s", "prefill"), ("output_tok_per_s", "output")):
+            i, b, n = (report[name][key] for name in ("installed", "baseline", "native"))
             print(
-                f"{label}: portable {p[key]:.1f} tok/s vs native {n[key]:.1f} tok/s "
-                f"(x{report[f'portable_over_native_{key}']:.2f}; median of {args.rounds}, "
-                f"{p['prompt_tokens']:.0f}-token prompt)"
+                f"{label}: installed {i:.1f}, AVX2 baseline {b:.1f}, native {n:.1f} tok/s "
+                f"(installed x{report[f'installed_over_native_{key}']:.2f} of native, "
+                f"baseline x{report[f'baseline_over_native_{key}']:.2f}; median of "
+                f"{args.rounds}, {report['native']['prompt_tokens']:.0f}-token prompt)"
             )
         return
     report = {

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import stat
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -36,13 +37,21 @@ class ExtractError(Exception):
 
 @dataclass(frozen=True)
 class ExtractOptions:
-    max_file_bytes: int = 20_000_000  # checked before reading, so a huge file costs nothing
+    # checked before reading, so a huge file costs nothing; for an archive format (DOCX)
+    # also the limit on what it expands to, checked before anything is decompressed
+    max_file_bytes: int = 20_000_000
     json_text_field: str = "text"
     json_id_field: str = "id"
     json_title_field: str = "title"
 
 
 _SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv"}
+# A member of an archive that expands more than this is a decompression bomb: text XML
+# compresses 5-20x; the 405 KB DOCX that expanded to 150 MB did so 370x.
+MAX_EXPANSION_RATIO = 100
+# Nesting deeper than this in a JSON file is refused before parsing: json.loads recurses
+# and 1,500 levels of '[' raised RecursionError (no real document nests 100 levels).
+MAX_NESTING = 100
 
 
 def discover(
@@ -170,7 +179,10 @@ def extract_file(
     if not data.strip():
         raise ExtractError("empty document")
     loader = _LOADERS.get(suffix, _load_plain)
-    return loader(data, path, source, options)
+    try:
+        return loader(data, path, source, options)
+    except RecursionError:  # a parser recursing on some nesting not checked above
+        raise ExtractError("nested too deeply to read") from None
 
 
 def _decode(data: bytes) -> str:
@@ -309,10 +321,47 @@ def _load_pdf(data: bytes, path: Path, source: str, options: ExtractOptions) -> 
     return [ExtractedDocument(source, "pdf", sections, title=str(title).strip() or path.stem)]
 
 
+def check_archive(data: bytes, max_bytes: int, kind: str) -> None:
+    """Refuse a ZIP-based file (DOCX) whose members would expand past ``max_bytes`` or
+    by more than MAX_EXPANSION_RATIO, from the sizes its directory declares (zipfile
+    never inflates a member past its declared size, so these bound the memory used)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise ExtractError(f"unreadable {kind}: {exc}") from None
+    expanded = sum(m.file_size for m in members)
+    if expanded > max_bytes:
+        raise ExtractError(
+            f"expands to {expanded / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit "
+            "(max_file_bytes)"
+        )
+    for m in members:
+        if m.file_size > MAX_EXPANSION_RATIO * max(m.compress_size, 1) and m.file_size > 1e6:
+            raise ExtractError(
+                f"member {m.filename!r} expands {m.file_size // max(m.compress_size, 1)}x "
+                f"(over {MAX_EXPANSION_RATIO}x): a decompression bomb?"
+            )
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def check_nesting(text: str, limit: int = MAX_NESTING) -> None:
+    """Refuse JSON nested deeper than ``limit``: one pass over its brackets outside strings."""
+    depth = 0
+    for match in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > limit:
+            raise ExtractError(f"nested deeper than {limit} levels")
+
+
 def _load_docx(data: bytes, path: Path, source: str, options: ExtractOptions) -> _Docs:
     import docx  # imported lazily: only DOCX ingestion pays for it
     from docx.table import Table
 
+    check_archive(data, options.max_file_bytes, "DOCX")
     try:
         document = docx.Document(io.BytesIO(data))
         lines = []
@@ -363,6 +412,7 @@ def _load_csv(data: bytes, path: Path, source: str, options: ExtractOptions) -> 
 
 def _load_json(data: bytes, path: Path, source: str, options: ExtractOptions) -> _Docs:
     text = _decode(data)
+    check_nesting(text)
     lines_mode = path.suffix.lower() in (".jsonl", ".ndjson")
     records: list[tuple[int, Any]] = []
     whole_error = ""  # set when a .json file is read as JSON Lines

@@ -27,7 +27,6 @@ from rag_ui.exchange import PromptRecorder, prompt_note
 from tools.config import Settings, choices
 from tools.local_llm import cancel_running
 from tools.models import check_models
-from tools.sanitize import printable
 
 ANSWER_ROLES = ("query", "generator", "verifier")  # the chat models answering a question
 OUTPUT_KEYS = tuple(OutputState.__annotations__)  # the answer object, as the graph defines it
@@ -109,7 +108,7 @@ def answer(
                 if not streamed:
                     print()
                 streamed.append(message.text)
-                print(printable(message.text), end="", flush=True)
+                print(message.text, end="", flush=True)
         elif mode == "updates" and show:
             for node, update in chunk.items():
                 if node == GENERATOR_NODE and streamed:
@@ -166,11 +165,11 @@ def print_answer(out: dict[str, Any]) -> None:
     """The answer (unless it was streamed as is), references and the verdict."""
     if " ".join(out.get("streamed", "").split()) != " ".join(out["answer"].split()):
         print()
-        print(printable(out["answer"]))
+        print(out["answer"])
     if out["references"]:
         print("\nReferences:")
         for ref in out["references"]:
-            print(f"  {printable(ref)}")
+            print(f"  {ref}")
     verdict = out.get("verdict") or {}
     guard = out.get("guard") or {}
     if guard.get("verdict") not in (None, "allowed"):
@@ -278,7 +277,7 @@ def _show_last(app: Any, config: dict[str, Any], command: str, recorder: PromptR
     state = app.get_state(config).values
     passages = state.get("passages") or []
     if state.get("queries"):
-        print(f"searched for: {printable(state['queries'][0])}")
+        print(f"searched for: {state['queries'][0]}")
     if not passages:
         info = state.get("retrieval") or {}
         print(
@@ -300,6 +299,6 @@ def _show_last(app: Any, config: dict[str, Any], command: str, recorder: PromptR
         print("(the generator was not called for the last question)")
         return
     for turn in recorder.prompts[-1]:  # the last call: a regeneration's, if there was one
-        print(f"--- {turn['role']} ---\n{printable(turn['content'])}")
+        print(f"--- {turn['role']} ---\n{turn['content']}")
     if note := prompt_note(recorder.prompts[-1], passages):
         print(f"({note})")

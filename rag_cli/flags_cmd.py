@@ -9,7 +9,6 @@ from pathlib import Path
 
 from rag_ui.flags import FlagStore, flags_file
 from tools.config import Settings
-from tools.sanitize import printable
 
 
 def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
@@ -26,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
 
 
 def _one_line(text: str, width: int) -> str:
-    text = printable(" ".join(text.split()))
+    text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

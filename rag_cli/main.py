@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rag_cli.terminal import safe_terminal
 from tools import tracing
 from tools.config import ConfigError, Settings, load_settings
 from tools.errors import ModelError
@@ -109,6 +110,11 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     args.services = services
+    with safe_terminal():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(
             _overrides(args), config_file=getattr(args, "config", None), source="command line"

@@ -1,22 +1,46 @@
 #!/usr/bin/env bash
 # Builds the llama-cpp-python wheel once per set of build flags and prints its path.
 #
-#   scripts/build_llama.sh [CMAKE_ARGS]     (default: $LLAMA_CMAKE_ARGS, else PORTABLE_CMAKE_ARGS)
+#   scripts/build_llama.sh [CMAKE_ARGS]   build (default: $LLAMA_CMAKE_ARGS, else default_flags)
+#   scripts/build_llama.sh --flags        print default_flags for this CPU
+#   scripts/build_llama.sh --baseline     print BASELINE_FLAGS
 #
 # Why not ggml's default (GGML_NATIVE=ON)? It compiles for the building CPU, and on Xeons
 # with AMX (amx_tile/amx_int8) ggml then repacks Q4_K_M weights into an AMX buffer and the
-# first completion segfaults (llama.cpp issue 20824, closed without a fix). The portable
-# set below is AVX2/FMA/F16C/BMI2, which every x86-64 CPU of the last decade runs, and never
-# AMX. People who know their hardware (CUDA, Metal, AVX-512) set LLAMA_CMAKE_ARGS.
+# first completion segfaults (llama.cpp issue 20824, closed without a fix). So the
+# instruction set is explicit and never includes AMX: the AVX2 baseline that every x86-64
+# CPU of the last decade runs, plus AVX-512 where /proc/cpuinfo lists it (prefill ran 1.5x
+# faster with it on a 2-core Xeon: docs_corpus/performance.md). People who know their
+# hardware (CUDA, Metal) set LLAMA_CMAKE_ARGS.
 #
 # The wheel lives in $WHEELS/llama-<hash of version and flags>/ beside a build-flags.txt
-# stamp, so a wheel built with other flags (e.g. an earlier native build) is never reused.
+# stamp, so a wheel built with other flags (e.g. an earlier native build, or one made for
+# a CPU without AVX-512 sharing this cache) is never reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LLAMA_VERSION="0.3.36"
-PORTABLE_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-CMAKE_FLAGS="${1:-${LLAMA_CMAKE_ARGS:-$PORTABLE_CMAKE_ARGS}}"
+BASELINE_FLAGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+
+# BASELINE_FLAGS, plus each AVX-512 extension ggml can use that this CPU has (never AMX).
+default_flags() {
+    local cpu flags="$BASELINE_FLAGS"
+    cpu=" $(grep -m1 "^flags" "${CPUINFO:-/proc/cpuinfo}" 2>/dev/null | cut -d: -f2 || true) "
+    if [[ $cpu == *" avx512f "* && $cpu == *" avx512cd "* && $cpu == *" avx512bw "* \
+        && $cpu == *" avx512dq "* && $cpu == *" avx512vl "* ]]; then
+        flags+=" -DGGML_AVX512=ON"
+        [[ $cpu == *" avx512vbmi "* ]] && flags+=" -DGGML_AVX512_VBMI=ON"
+        [[ $cpu == *" avx512_vnni "* ]] && flags+=" -DGGML_AVX512_VNNI=ON"
+        [[ $cpu == *" avx512_bf16 "* ]] && flags+=" -DGGML_AVX512_BF16=ON"
+    fi
+    printf '%s' "$flags"
+}
+
+case "${1:-}" in
+    --flags) default_flags; exit 0 ;;
+    --baseline) printf '%s' "$BASELINE_FLAGS"; exit 0 ;;
+esac
+CMAKE_FLAGS="${1:-${LLAMA_CMAKE_ARGS:-$(default_flags)}}"
 CACHE="${RAG_CACHE_DIR:-$HOME/.cache/agentic-rag}"
 KEY="$(printf 'llama-cpp-python==%s %s' "$LLAMA_VERSION" "$CMAKE_FLAGS" | sha256sum | cut -c1-12)"
 DIR="$CACHE/wheels/llama-$KEY"

@@ -16,6 +16,10 @@ any route runs:
 - the whole body must arrive within ``body_timeout_s``, else a 408: a client that
   trickles its body cannot hold a worker. (Slow *headers* arrive before any ASGI code
   runs: that limit belongs to the reverse proxy, see docs_corpus/security.md.)
+
+And every response forbids framing (``X-Frame-Options: DENY`` and CSP
+``frame-ancestors 'none'``): a page on another port of 127.0.0.1 is same-site, so
+the chat page's cookie reaches a frame of it, and a framed page can be clickjacked.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+NO_FRAMES = b"frame-ancestors 'none'"
 
 
 def split_list(value: str) -> frozenset[str]:
@@ -83,6 +88,7 @@ class HttpGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = _unframeable(send)
         headers = headers_of(scope)
         problem = self._problem(headers)
         if problem:
@@ -134,6 +140,25 @@ class HttpGuard:
                 "origins in RAG_ALLOWED_ORIGINS"
             )
         return None
+
+
+def _unframeable(send: Send) -> Send:
+    """``send`` with X-Frame-Options and CSP frame-ancestors added to the response start
+    (appended to a CSP the application set itself)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [
+                (k, v) for k, v in message.get("headers", []) if k.lower() != b"x-frame-options"
+            ]
+            csp = [v for k, v in headers if k.lower() == b"content-security-policy"]
+            headers = [(k, v) for k, v in headers if k.lower() != b"content-security-policy"]
+            policy = b"; ".join([*csp, NO_FRAMES])
+            headers += [(b"x-frame-options", b"DENY"), (b"content-security-policy", policy)]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

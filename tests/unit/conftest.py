@@ -61,7 +61,11 @@ class Models:
             for role in ("generator", "query", "verifier", "judge")
         }
         self.chats["verifier"].first_token = self._verifier_yes
-        self.services = Services(chat=lambda settings, role: self.chats[role], embed=lambda _: EMB)
+        self.services = Services(
+            chat=lambda settings, role: self.chats[role],
+            embed=lambda _: EMB,
+            embed_documents=lambda _: EMB,
+        )
 
     def _generator(self, messages) -> str:
         return self.answer if isinstance(self.answer, str) else self.answer.pop(0)

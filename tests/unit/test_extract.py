@@ -8,7 +8,14 @@ from pathlib import Path
 import docx
 import pytest
 
-from ingest.extract import ExtractError, ExtractOptions, discover, extract_file, source_root
+from ingest.extract import (
+    ExtractError,
+    ExtractOptions,
+    check_nesting,
+    discover,
+    extract_file,
+    source_root,
+)
 from tests.files import make_pdf
 
 
@@ -348,3 +355,10 @@ def test_symlinks_out_of_the_folder_and_loops_are_skipped_and_reported(tmp_path)
     assert set(reasons) == {"corpus/leak.txt", "corpus/x.md", "corpus/y.md"}
     assert "outside the ingested folder" in reasons["corpus/leak.txt"]
     assert "not followed" in reasons["corpus/x.md"]
+
+
+def test_nesting_is_counted_outside_strings_only():
+    check_nesting('{"text": "' + "[" * 500 + '\\" [[[", "n": [[1]]}')  # brackets in strings
+    check_nesting("[" * 100 + "]" * 100)
+    with pytest.raises(ExtractError, match="nested deeper than 100 levels"):
+        check_nesting("[" * 101 + "]" * 101)

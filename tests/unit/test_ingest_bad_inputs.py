@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,11 @@ def messy(tmp_path) -> Path:
     (root / "broken.json").write_text('[{"text": "unterminated"')
     (root / "dangling.md").symlink_to(tmp_path / "does-not-exist.md")
     os.mkfifo(root / "pipe.txt")  # reading a FIFO would block the run forever
+    # a few KB that would expand to 25 MB, and 5 MB of XML squeezed 1000x under the limit
+    for name, size in (("bomb.docx", 25_000_000), ("squeezed.docx", 5_000_000)):
+        with zipfile.ZipFile(root / name, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("word/document.xml", "<w:p/>" * (size // 6))
+    (root / "deep.json").write_text("[" * 1500 + "]" * 1500)
     return root
 
 
@@ -77,6 +83,9 @@ EXPECTED_REASONS = {
     "messy/broken.json": "invalid JSON at line 1",
     "messy/dangling.md": "cannot read file: No such file or directory",
     "messy/pipe.txt": "not a regular file",
+    "messy/bomb.docx": "expands to 25.0 MB, over the 20.0 MB limit (max_file_bytes)",
+    "messy/squeezed.docx": "member 'word/document.xml' expands",
+    "messy/deep.json": "nested deeper than 100 levels",
 }
 
 

@@ -1,5 +1,6 @@
 """scripts/build_llama.sh reuses a cached llama-cpp-python wheel only if it was built
-with the same flags, and builds portably (never GGML_NATIVE, never AMX) by default.
+with the same flags, and builds with an explicit instruction set (never GGML_NATIVE,
+never AMX, AVX-512 only where the CPU lists it) by default.
 
 ``pip`` is replaced by a script that records its CMAKE_ARGS and writes an empty wheel:
 what is under test is the cache's logic, not the compiler.
@@ -22,6 +23,37 @@ touch "$out/{WHEEL}"
 """
 
 
+AMX_XEON = "fpu sse4_2 avx avx2 fma f16c bmi2 avx512f avx512cd avx512bw avx512dq avx512vl "
+AMX_XEON += "avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16"
+OLD_CPU = "fpu sse4_2 avx avx2 fma f16c bmi2"
+
+
+def default_flags(tmp_path: Path, cpu_flags: str) -> str:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {cpu_flags}\n")
+    env = {**os.environ, "CPUINFO": str(cpuinfo)}
+    return subprocess.run(
+        [str(SCRIPT), "--flags"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def enabled(flags: str) -> set[str]:
+    return {f.removeprefix("-DGGML_").removesuffix("=ON") for f in flags.split() if "=ON" in f}
+
+
+def test_an_amx_xeon_gets_avx512_and_never_amx(tmp_path):
+    flags = default_flags(tmp_path, AMX_XEON)
+    assert "-DGGML_NATIVE=OFF" in flags
+    assert {"AVX2", "FMA", "F16C", "AVX512", "AVX512_VNNI", "AVX512_BF16"} <= enabled(flags)
+    assert not any(name.startswith("AMX") for name in enabled(flags))
+
+
+def test_a_cpu_without_avx512_gets_the_avx2_baseline(tmp_path):
+    flags = default_flags(tmp_path, OLD_CPU)
+    baseline = subprocess.run([str(SCRIPT), "--baseline"], capture_output=True, text=True)
+    assert flags == baseline.stdout and "AVX512" not in " ".join(enabled(flags))
+
+
 def build(tmp_path: Path, flags: str | None = None) -> tuple[Path, list[str], str]:
     pip = tmp_path / "pip"
     pip.write_text(FAKE_PIP)
@@ -40,13 +72,10 @@ def build(tmp_path: Path, flags: str | None = None) -> tuple[Path, list[str], st
     return Path(done.stdout.strip()), builds, done.stderr
 
 
-def test_the_default_build_is_portable_and_never_uses_amx(tmp_path):
+def test_the_default_build_uses_the_default_flags_and_prints_them(tmp_path):
     wheel, builds, stderr = build(tmp_path)
     (flags,) = builds
-    assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_AVX2=ON" in flags
-    assert "AMX" not in flags.replace("AMX_TILE=OFF", "").replace("AMX_INT8=OFF", "").replace(
-        "AMX_BF16=OFF", ""
-    )
+    assert flags == subprocess.run([str(SCRIPT), "--flags"], capture_output=True, text=True).stdout
     assert f"CMAKE_ARGS={flags}" in stderr  # the flags are printed in the build step
     assert wheel.name == WHEEL and (wheel.parent / "build-flags.txt").read_text() == flags
 

@@ -339,3 +339,9 @@ def test_rag_serve_runs_what_the_checkouts_langgraph_json_names(tmp_path):
         path, _ = entry.rsplit(":", 1)
         assert Path(path).is_absolute() and Path(path).is_file()
     assert written["dependencies"] == [str(repo)]
+
+
+def test_no_response_of_the_server_may_be_framed(client):
+    for response in (client.get("/healthz"), run(client, {"k": 4}), run(client, {"k": 99})):
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["content-security-policy"] == "frame-ancestors 'none'"

@@ -325,3 +325,10 @@ def test_the_prompt_says_how_its_passage_numbers_became_the_answers(client, mode
     cited = ex["passages"][0]["location"]
     assert f"[2] ({cited})" in ex["prompt"][0]["content"]  # the generator knew it as [2]
     assert "in this prompt, [2] is the answer's [1], [1] is the answer's [2]" in ex["prompt_note"]
+
+
+def test_the_chat_page_may_not_be_framed_and_keeps_its_own_policy(client):
+    page = client.get("/")
+    assert page.headers["x-frame-options"] == "DENY"
+    policy = page.headers["content-security-policy"]
+    assert policy.startswith("default-src 'self'") and policy.endswith("frame-ancestors 'none'")
