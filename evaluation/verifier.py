@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evaluation.datasets import DatasetError, read_jsonl
+from evaluation.metrics import wilson_interval
 from graph.verification import answer_form
 
 DOCS_ITEMS = Path(__file__).parent / "data" / "verifier_docs.jsonl"
@@ -258,12 +258,7 @@ def precision_floor(right: int, verified: int, z: float = 1.96) -> float:
     """The lower end of the 95% Wilson interval of ``right / verified``: what precision
     the label can be trusted to keep on items it has not seen. 14 right of 14 and 31 of
     32 both look like 95% or more; the second is the surer (0.84 against 0.78)."""
-    if not verified:
-        return 0.0
-    p = right / verified
-    centre = p + z * z / (2 * verified)
-    spread = z * math.sqrt(p * (1 - p) / verified + z * z / (4 * verified * verified))
-    return (centre - spread) / (1 + z * z / verified)
+    return wilson_interval(right, verified, z)[0] if verified else 0.0
 
 
 def choose_thresholds(

@@ -124,6 +124,16 @@ def obeyed_words(clause: str, passage: str) -> list[str]:
     return list(dict.fromkeys(w for w in clause.split() if set(tokenize(w)) & only_inside))
 
 
+def planted_words(question: str, draft: str, passages: Sequence[dict[str, Any]]) -> list[str]:
+    """Words of the whole answer that some passage the generator read holds only inside
+    an order to the model, and the question did not ask about: what an answer carries
+    when it obeyed a planted instruction (a codeword, a link), cited or not."""
+    asked = set(tokenize(question))
+    text = strip_markers(draft, set(range(1, len(passages) + 1)))
+    found = [w for p in passages for w in obeyed_words(text, p["text"])]
+    return list(dict.fromkeys(w for w in found if not set(tokenize(w)) <= asked))
+
+
 def _gaps(clause: str, passage: str, extractive: bool) -> list[str]:
     obeyed = obeyed_words(clause, passage)
     followed = [f"{FOLLOWS} ({', '.join(obeyed)})"] if obeyed else []
@@ -320,9 +330,12 @@ def verify_answer(
         "citations_needed": check.needed,
         "form": (form := "phrase" if extractive else answer_form(question, draft)),
         "threshold": phrase_threshold if form == "phrase" else threshold,
-        # an answer that obeys a passage is withheld, not shown "not verified"
+        # an answer that obeys a passage is withheld, not shown "not verified": in a
+        # claim's cited passage, or anywhere in what the generator read
         "obeyed_passage": any(f.startswith(FOLLOWS) for fs in missing.values() for f in fs),
     }
+    if planted := planted_words(question, draft, passages):
+        verdict |= {"obeyed_passage": True, "planted_words": planted}
     if not claims or unsupported:  # fails before the model is asked: nothing to weigh
         return {**verdict, "grounded": False, "confidence": 0.0}
     # Only the passages that hold a clause's facts: "k is 5 and fetch_k is 10 [1][2]"

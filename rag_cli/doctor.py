@@ -20,6 +20,7 @@ from langchain_core.messages import HumanMessage
 from tools.config import Settings, masked
 from tools.isolated import run_isolated
 from tools.models import ROLES, chat_model, chat_spec, embeddings
+from tools.outbound import destinations
 
 PROBE_SENTENCE = "Retrieval augmented generation answers questions from documents."
 PROBE_PROMPT = "Reply with one short sentence: what is 2 + 2?"
@@ -177,6 +178,7 @@ def diagnose(
         "config": masked(settings),
         "models": models,
         "machine": {"cores": cores, "load_average_1m": round(load, 2)},
+        "outbound": destinations(settings),
         "advice": advise(models, settings, load, cores),
     }
 
@@ -193,6 +195,9 @@ def run(args: argparse.Namespace, settings: Settings, probe: Probe = probe_model
         print("configuration:")
         for key, value in masked(settings).items():
             print(f"  {key:22} {value}")
+        print("outbound (every address this configuration sends data to):")
+        for line in destinations(settings) or ["none: everything runs on this machine"]:
+            print(f"  {line}")
         print("models (loading each and making one call):", flush=True)
     report = diagnose(settings, probe, on_check=None if args.json else _print_check)
     if args.json:

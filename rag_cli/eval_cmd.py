@@ -26,7 +26,13 @@ from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_swe
 from graph.services import or_shared
 from ingest.partition import SPLITTERS
 from ingest.pipeline import IngestError
-from rag_cli import eval_answers_cmd, eval_guard_cmd, eval_judgments_cmd, eval_verifier_cmd
+from rag_cli import (
+    eval_answers_cmd,
+    eval_guard_cmd,
+    eval_judgments_cmd,
+    eval_planted_cmd,
+    eval_verifier_cmd,
+)
 from tools.config import Settings
 
 # flag -> setting, for the retrieval and ingestion settings an evaluation may override
@@ -123,6 +129,7 @@ SUBCOMMANDS = (
     eval_answers_cmd.register,
     eval_verifier_cmd.register,
     eval_guard_cmd.register,
+    eval_planted_cmd.register,
     _register_convert_cacm,
     _register_compare,
 )

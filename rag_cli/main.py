@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from tools import tracing
 from tools.config import ConfigError, Settings, load_settings
 from tools.errors import ModelError
 from tools.local_assets import AssetError
+from tools.outbound import without_unasked_telemetry
 
 if TYPE_CHECKING:  # the graph loads only for the commands that answer questions
     from graph.services import Services
@@ -119,6 +121,7 @@ def _run(args: argparse.Namespace) -> int:
         settings = load_settings(
             _overrides(args), config_file=getattr(args, "config", None), source="command line"
         )
+        without_unasked_telemetry(settings, os.environ)
         return args.run(args, settings)
     except (AssetError, ModelError) as exc:
         print(f"rag {args.command}: error: {exc}", file=sys.stderr)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tools.collection import check_collections
 from tools.config import ConfigError, Settings
+from tools.outbound import without_unasked_telemetry
 
 OFFLINE_ENV = {
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
@@ -134,6 +135,7 @@ def server_env(settings: Settings) -> dict[str, str]:
         else:
             env[key] = str(value.resolve() if isinstance(value, Path) else value)
     env.pop("RAG_CONFIG", None)  # already merged into the values above
+    without_unasked_telemetry(settings, env)
     return env
 
 

@@ -7,12 +7,18 @@ doomed run.
 
 A request may only tune how a question is answered (``tools.config.REQUEST_SETTINGS``),
 wherever it puts the setting: ``config.configurable``, ``context`` or ``checkpoint``, on
-runs, thread runs, streamed, waited or batched runs. The graph refuses the same
-settings again when it builds a run's ``Settings`` (graph/configuration.py), so a route
-this guard does not know still cannot change them. Routes the product does not use
-(crons, assistant changes, the store, MCP, A2A) are closed, and so are webhooks. With
-keys configured (``api_key``, ``client_keys``; ``rag serve`` generates one on loopback),
-every request must carry one in the ``X-API-Key`` header.
+runs, thread runs, streamed or waited runs, and its settings may not cost more than
+``max_model_calls`` model calls (graph/budget.py). The graph refuses the same settings
+again when it builds a run's ``Settings`` (graph/configuration.py), so a route this
+guard does not know still cannot change them. Routes the product does not use (crons,
+batches, state writes, thread copies and prunes, assistant changes, the store, MCP,
+A2A) are closed, and so are webhooks. With keys configured (``api_key``,
+``client_keys``; ``rag serve`` generates one on loopback), every request must carry one
+in the ``X-API-Key`` header.
+
+Several clients on one server (``client_keys``): each reads only the collections
+``client_collections`` gives it (another's is refused as an unknown one), cancels only
+runs on its own threads, and is held to its quotas (server/quotas.py).
 """
 
 from __future__ import annotations
@@ -26,18 +32,35 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from graph.budget import budget_problem
 from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, service_settings, settings_for
-from tools.collection import list_collections
-from tools.config import ConfigError, Settings, client_of, request_overrides
+from server.quotas import Refusal, metadata_problem, quota_problem, usage_of
+from tools.collection import as_of_problem, list_collections
+from tools.config import (
+    ConfigError,
+    Settings,
+    client_of,
+    readable_collections,
+    request_overrides,
+)
 from tools.http_guard import HttpGuard, parse_json
 
-RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream|/batch)?/?$")
+RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream)?/?$")
 ASSISTANT_READS = re.compile(
     r"^/assistants(/search|/count|/[^/]+(/graph|/schemas|/subgraphs.*)?)?/?$"
 )
-# Routes nothing in the product uses, each a way to store a config that runs later or
-# to reach state another client owns: refused for every method.
-CLOSED_PATHS = re.compile(r"^(/threads/[^/]+)?/runs/crons|^/store|^/mcp|^/a2a")
+# Routes nothing in the product uses, each a way to store a config that runs later, to
+# queue many runs at once, to write state, or to reach state another client owns:
+# refused for every method.
+CLOSED_PATHS = re.compile(
+    r"^(/threads/[^/]+)?/runs/(crons|batch)|^/store|^/mcp|^/a2a|^/threads/prune"
+    r"|^/threads/[^/]+/copy"
+)
+STATE_WRITE = re.compile(r"^/threads/[^/]+/state/?$")  # POST writes a thread's values
+THREAD_PATCH = re.compile(r"^/threads/[^/]+/?$")
+# what a run's top-level ``config`` may hold: anything else (a setting put beside
+# ``configurable``) would be stored in the thread's record and break reading it back
+CONFIG_KEYS = frozenset({"configurable", "tags", "recursion_limit"})
 API_KEY_HEADER = "X-API-Key"
 MAX_BODY_BYTES = 1_000_000
 MAX_MESSAGES = 100
@@ -51,6 +74,11 @@ def _overrides(body: dict[str, Any]) -> dict[str, Any] | str:
     config = body.get("config") or {}
     if not isinstance(config, dict):
         return "'config' must be an object"
+    if stray := sorted(set(config) - CONFIG_KEYS):
+        return (
+            f"'config' may hold only {sorted(CONFIG_KEYS)}, not {stray}: settings go in "
+            "config.configurable"
+        )
     if body.get("webhook") is not None:
         return "'webhook' is not accepted: this server sends run records to no URL"
     found: dict[str, Any] = {}
@@ -85,8 +113,9 @@ def _check_messages(messages: Any) -> str | None:
     return None
 
 
-def check_run_request(body: Any, base: Settings) -> str | None:
-    """Return what is wrong with a run request, or None if it may go ahead."""
+def check_run_request(body: Any, base: Settings, client: str = "anyone") -> str | None:
+    """Return what is wrong with a run request, or None if it may go ahead. A collection
+    the client may not read is refused exactly as one that does not exist."""
     if not isinstance(body, dict):
         return "the request body must be a JSON object"
     overrides = _overrides(body)
@@ -117,25 +146,27 @@ def check_run_request(body: Any, base: Settings) -> str | None:
             f"'input.question' is {len(question)} characters, over "
             f"max_question_chars={settings.max_question_chars}"
         )
-    known = list_collections(settings)
+    readable = readable_collections(base, client)
+    known = [c for c in list_collections(settings) if readable is None or c in readable]
     if settings.collection not in known:
         return (
             f"unknown collection {settings.collection!r}; known: {', '.join(known) or 'none'}"
             " (ingest with `rag ingest PATH --collection NAME`)"
         )
-    return None
+    return as_of_problem(settings) or budget_problem(settings)
+
+
+def _refused(refusal: Refusal) -> JSONResponse:
+    headers = {"Retry-After": str(refusal.retry_after_s)} if refusal.retry_after_s else None
+    return JSONResponse({"detail": refusal.detail}, refusal.status, headers=headers)
 
 
 class ValidateRuns(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        path = request.url.path
-        if CLOSED_PATHS.match(path):
+        path, method = request.url.path, request.method
+        if CLOSED_PATHS.match(path) or (method == "POST" and STATE_WRITE.match(path)):
             return JSONResponse({"detail": f"{path} is not served here"}, 404)
-        is_run = request.method == "POST" and RUN_PATHS.match(path)
-        read = request.method == "GET" or path.rstrip("/") in (
-            "/assistants/search",
-            "/assistants/count",
-        )
+        read = method == "GET" or path.rstrip("/") in ("/assistants/search", "/assistants/count")
         if path.startswith("/assistants") and not (read and ASSISTANT_READS.match(path)):
             return JSONResponse(
                 {
@@ -144,19 +175,37 @@ class ValidateRuns(BaseHTTPMiddleware):
                 },
                 403,
             )
-        if is_run:
-            try:
-                body = parse_json(await request.body())
-            except ValueError as exc:
-                return JSONResponse({"detail": str(exc)}, 422)
-            runs = body if path.rstrip("/").endswith("/batch") else [body]
-            if not isinstance(runs, list):
-                return JSONResponse({"detail": "a batch is a JSON list of runs"}, 422)
-            base = service_settings()
-            for run in runs:
-                problem = check_run_request(run, base)
-                if problem:
-                    return JSONResponse({"detail": problem}, 422)
+        is_run = method == "POST" and RUN_PATHS.match(path)
+        creates_thread = method == "POST" and path.rstrip("/") == "/threads"
+        patches_thread = method == "PATCH" and THREAD_PATCH.match(path)
+        cancels = method == "POST" and path.rstrip("/") == "/runs/cancel"
+        if not (is_run or creates_thread or patches_thread or cancels):
+            return await call_next(request)
+        try:
+            body = parse_json(await request.body())
+        except ValueError as exc:
+            return JSONResponse({"detail": str(exc)}, 422)
+        if cancels and isinstance(body, dict) and body.get("status"):
+            return JSONResponse(
+                {
+                    "detail": "cancelling by status reaches every client's runs: name "
+                    "'thread_id' and 'run_ids' (or POST /threads/ID/runs/RUN/cancel)"
+                },
+                403,
+            )
+        base = service_settings()
+        client = client_of(base, request.headers.get(API_KEY_HEADER, "")) or "anyone"
+        problem = check_run_request(body, base, client) if is_run else None
+        if problem:
+            return JSONResponse({"detail": problem}, 422)
+        if refusal := metadata_problem(body, base):
+            return _refused(refusal)
+        if is_run or creates_thread:
+            new_thread = creates_thread or not path.startswith("/threads/")
+            new_thread |= isinstance(body, dict) and body.get("if_not_exists") == "create"
+            usage = await usage_of(client)
+            if refusal := quota_problem(usage, base, new_thread=new_thread, run=bool(is_run)):
+                return _refused(refusal)
         return await call_next(request)
 
 
@@ -176,8 +225,8 @@ class RequireApiKey(BaseHTTPMiddleware):
 
 
 async def healthz(_: Request) -> JSONResponse:
-    settings = service_settings()
-    return JSONResponse({"ok": True, "collections": list_collections(settings)})
+    """Up or not, and nothing else: collection names are for the clients that may read them."""
+    return JSONResponse({"ok": True})
 
 
 app = Starlette(routes=[Route("/healthz", healthz)])

@@ -17,6 +17,7 @@ import fcntl
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -80,22 +81,25 @@ def _version_snapshot(
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    building = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    with (
-        closing(sqlite3.connect(manifest_path(settings, name))) as source,
-        closing(sqlite3.connect(building)) as copy,
-    ):
-        source.backup(copy)
-    past = Manifest(building)
+    # one name per builder: two runs asking for the same version at once each build one
+    building = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        past.rollback(version, vectors.held)
+        with (
+            closing(sqlite3.connect(manifest_path(settings, name))) as source,
+            closing(sqlite3.connect(building)) as copy,
+        ):
+            source.backup(copy)
+        past = Manifest(building)
+        try:
+            past.rollback(version, vectors.held)
+        finally:
+            past.close()
+        os.replace(building, target)
     except ValueError as exc:
         raise ConfigError(f"as_of={version}: {exc}") from None
-    finally:
-        past.close()
-        for suffix in ("-wal", "-shm"):
-            Path(f"{building}{suffix}").unlink(missing_ok=True)
-    os.replace(building, target)
+    finally:  # a failed copy leaves nothing behind: every failure is another full copy
+        for leftover in (building, Path(f"{building}-wal"), Path(f"{building}-shm")):
+            leftover.unlink(missing_ok=True)
     return target
 
 
@@ -176,6 +180,11 @@ class Collection:
             chroma_client(settings, fresh=fresh_store), self.name, settings.hnsw_ef_search
         )
         if self.as_of:  # the same vectors, and the manifest as it was after that version
+            try:  # checked on the live manifest: a bad as_of copies nothing
+                self.manifest.check_restorable(self.as_of)
+            except ValueError as exc:
+                self.manifest.close()
+                raise ConfigError(f"as_of={self.as_of}: {exc}") from None
             self.manifest.close()
             self.manifest = Manifest(
                 _version_snapshot(settings, self.name, self.as_of, self.vectors)
@@ -361,6 +370,21 @@ class Collection:
             "manifest_bytes_freed": size - _bytes(self.manifest.path),
             "restorable_from": self.manifest.restorable_from(),
         }
+
+
+def as_of_problem(settings: Settings) -> str | None:
+    """Why ``settings.as_of`` names no readable version of its collection, or None: for
+    checks that must refuse a request before any snapshot is made (the server's)."""
+    if not settings.as_of:
+        return None
+    manifest = Manifest(manifest_path(settings, settings.collection))
+    try:
+        manifest.check_restorable(settings.as_of)
+    except ValueError as exc:
+        return f"as_of={settings.as_of}: {exc}"
+    finally:
+        manifest.close()
+    return None
 
 
 def _snapshot_path(manifest: Path, version: int | str) -> Path:

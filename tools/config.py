@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -238,6 +239,34 @@ class Settings(BaseModel):
         "(alice:KEY1,bob:KEY2). Each client sees only the threads it created; api_key, "
         "when set too, is one more client named 'operator'.",
     )
+    client_collections: str = Field(
+        "",
+        description="Comma-separated name:collection+collection pairs: the collections each "
+        "client of `rag serve` may read (alice:alicedocs+shared,bob:bobdocs). Empty: every "
+        "client reads every collection. Once set, a client not listed reads none; "
+        "'operator' (api_key) always reads all.",
+    )
+    client_max_threads: int = Field(
+        100, ge=1, description="Threads one server client may keep (then 429)."
+    )
+    client_max_active_runs: int = Field(
+        2,
+        ge=1,
+        description="Runs one server client may have pending or running at once (then 429 "
+        "with Retry-After): one client's backlog cannot hold the queue from the others.",
+    )
+    client_max_metadata_bytes: int = Field(
+        4096, ge=0, description="JSON size of the metadata a request may attach (else 422)."
+    )
+    client_max_stored_mb: float = Field(
+        50.0, gt=0, description="Thread records one server client may keep, in MB (then 429)."
+    )
+    max_model_calls: int = Field(
+        16,
+        ge=2,
+        description="The most model calls a server request's settings may make for one "
+        "question (a default run makes at most 5); a request above it gets a 422.",
+    )
     open_loopback: bool = Field(
         False,
         description="Serve loopback without a key. Otherwise `rag serve` (with no api_key) "
@@ -256,6 +285,12 @@ class Settings(BaseModel):
         "the servers; others get a 403. Empty: only the server's own origin.",
     )
 
+    langsmith: bool = Field(
+        False,
+        description="Let LANGSMITH_*/LANGCHAIN_* variables reach LangChain and the LangGraph "
+        "server (LangSmith tracing, and the server's usage reports to LangSmith). Off: they "
+        "are removed, and nothing is sent to LangSmith.",
+    )
     tracing: Literal["auto", "off", "local", "langfuse"] = Field(
         "auto",
         description="auto: Langfuse when LANGFUSE_* keys are set; local: spans to "
@@ -301,6 +336,18 @@ class Settings(BaseModel):
                 f"({self.chunk_size})"
             )
         return self
+
+    @field_validator("client_collections")
+    @classmethod
+    def _client_collections(cls, value: str) -> str:
+        for name, collections in client_pairs(value):
+            names = collections.split("+")
+            if not name or not all(re.fullmatch(COLLECTION_NAME, c) for c in names):
+                raise ValueError(
+                    "use name:collection+collection pairs separated by commas "
+                    "(alice:alicedocs+shared,bob:bobdocs)"
+                )
+        return value
 
     @field_validator("client_keys")
     @classmethod
@@ -368,6 +415,17 @@ def client_of(settings: Settings, key: str) -> str | None:
         if value and hmac.compare_digest(key.encode(), value.encode()):
             found = name
     return found
+
+
+def readable_collections(settings: Settings, client: str) -> frozenset[str] | None:
+    """The collections a server client may read; None: every one (no client_collections
+    set, or the operator). A client the setting does not list reads none."""
+    if not settings.client_collections or client == "operator":
+        return None
+    for name, collections in client_pairs(settings.client_collections):
+        if name == client:
+            return frozenset(collections.split("+"))
+    return frozenset()
 
 
 def choices(name: str) -> tuple[str, ...]:

@@ -340,6 +340,18 @@ class Manifest:
         """The oldest version ``rollback`` can go back to (gc raises it)."""
         return int(self.meta().get("restorable_from", 1))
 
+    def check_restorable(self, target: int) -> None:
+        """ValueError saying why the collection cannot be read or rolled back as of
+        version ``target`` (no such version, or gc reclaimed it)."""
+        known = {v["version"] for v in self.versions()}
+        if target not in known:
+            raise ValueError(f"no version {target} (versions: {sorted(known) or 'none'})")
+        if target < self.restorable_from():
+            raise ValueError(
+                f"version {target} was reclaimed by gc; the oldest version kept is "
+                f"{self.restorable_from()}"
+            )
+
     def rollback(
         self, target: int, has_vectors: Callable[[set[str]], set[str]]
     ) -> tuple[int | None, set[str]]:
@@ -349,14 +361,7 @@ class Manifest:
         chunk ids to restore the vector store holds; if any is missing nothing changes.
         Returns the new version (None when the collection already holds ``target``) and
         the ids restored."""
-        known = {v["version"] for v in self.versions()}
-        if target not in known:
-            raise ValueError(f"no version {target} (versions: {sorted(known) or 'none'})")
-        if target < self.restorable_from():
-            raise ValueError(
-                f"version {target} was reclaimed by gc; the oldest version kept is "
-                f"{self.restorable_from()}"
-            )
+        self.check_restorable(target)
         with self._transaction() as db:
             want, now = self.files_at(target), self._current_files()
             changed = sorted(f for f in want.keys() | now.keys() if want.get(f) != now.get(f))

@@ -57,7 +57,59 @@ _ADDRESSED = re.compile(
     )""",
     flags=re.IGNORECASE | re.VERBOSE,
 )
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+# Paraphrased orders about the reply (issue 36): no fixed phrase, but a sentence that
+# names whoever writes the answer (an AI, an assistant, "whoever writes the reply", "when
+# this page is used to answer") *and* orders something (must, only, tell, include...).
+# A document describing a system ("the server must respond with 401") names no such
+# addressee. Measured on evaluation/data/planted_instructions.jsonl (`rag eval planted`).
+_ADDRESSEE = re.compile(
+    r"""(?:
+    \bwhoever\s+(?:answers|responds|replies)\b
+  | \bwhoever\s+(?:writes|gives|composes|drafts)\s+(?:the\s+|a\s+|any\s+)?(?:reply|response|answer)
+  | \bif\s+you\s+are\s+(?:an?\s+)?(?:ai|assistant|(?:large\s+)?language\s+model|llm|bot|chatbot)\b
+  | \bdear\s+(?:chatbot|assistant|ai|model|llm|bot)\b
+  | \b(?:any|every|all|the)\s+(?:ai\s+)?
+      (?:assistants?|chatbots?|bots?|models?|llms?|agents?|ai\s+systems?)\s+(?:reading|processing|summari[sz]ing|using|answering|that\s+reads?|which\s+reads?)\b
+  | \b(?:ai\s+systems?|assistants?|bots?|chatbots?|(?:language\s+)?models?|llms?)(?:\s+and\s+\w+)?
+      \s+(?:reading|processing|that\s+reads?)\s+(?:this|these|it)\b
+  | \bwhen\s+(?:this|the)\s+(?:document|text|page|passage|file)\s+is\s+used\b
+  | \b(?:responses?|answers?|replies|outputs?)\s+(?:generated|written|produced)
+      \s+(?:from|with|using)\b
+  | \b(?:any|every|each)\s+(?:generated\s+)?(?:reply|response|answer)
+      \s+(?:based\s+on|to\s+(?:a|any|this)\s+question)
+  | \bgenerated\s+(?:answers?|repl(?:y|ies)|responses?)\b
+  | \breply'?s\s+author\b
+  | \b(?:answering|responding)\s+(?:model|assistant|ai)\b
+  | \bthe\s+(?:model|assistant|ai)\s+(?:answering|responding|replying)\b
+  | \binstructions?\s+(?:for|to)\s+the\s+(?:answering\s+)?(?:model|assistant|ai)\b
+  | \b(?:when|if|whenever)\s+(?:you\s+are\s+|you're\s+)?asked\b
+  | \bwer\s+(?:die\s+)?antwort\w*\b[^.!?\n]{0,30}\b(?:schreibt|gibt|verfasst)
+  | \bwenn\s+du\s+(?:\w+\s+)?gefragt\s+wirst
+  | \bsi\s+on\s+(?:te|vous)\s+demande
+  | \bcuando\s+(?:te|le)\s+pregunten
+  | \b(?:jede|alle)\s+antwort\w*\s+(?:eines|einer|von)\s+(?:ki|assistent|sprachmodell)
+  | \b(?:falls|wenn)\s+du\s+(?:ein|eine)\s+(?:sprachmodell|ki|assistent|chatbot)
+  | \bquiconque\s+(?:rédige|écrit|donne|formule)\s+(?:la\s+|une\s+)?réponse
+  | \btoute\s+réponse\s+(?:générée|produite|écrite)
+  | \bsi\s+(?:tu\s+es|vous\s+êtes)\s+(?:une?\s+)?(?:ia|assistant|modèle|chatbot)
+  | \bquien\s+(?:escriba|redacte|dé)\s+(?:la\s+)?respuesta
+  | \bcualquier\s+(?:asistente|ia|modelo)\b
+  | \bsi\s+eres\s+(?:una?\s+)?(?:ia|asistente|modelo)
+  | \bchi\s+(?:scrive|redige|dà)\s+(?:la\s+)?risposta
+  | \bse\s+sei\s+(?:una?\s+)?(?:ia|assistente|modello)
+    )""",
+    flags=re.IGNORECASE | re.VERBOSE,
+)
+_ORDER = re.compile(
+    r"""\b(?:must|should|shall|has\s+to|have\s+to|is\s+to|are\s+to|needs?\s+to|required|
+    only|always|never|make\s+sure|tell|say|reply|respond|write|include|output|print|end|sign|
+    visit|link|mention|answer\s+is|muss|müssen|soll|sollen|immer|nur|ausschließlich|lautet|
+    doit|doivent|uniquement|seulement|seule|debe|deben|tiene\s+que|únicamente|solo|deve|
+    devono)\b""",
+    flags=re.IGNORECASE | re.VERBOSE,
+)
+# A sentence ends at . ! ? followed by a space or the end, so a URL stays in its sentence.
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]*")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -78,12 +130,30 @@ def neutralise(text: str) -> str:
     text = strip_template_tokens(text)
     text = _DELIMITER.sub(" ", text)
     text = _ADDRESSED.sub(lambda m: f"(quoted) {m.group(0)}", text)
+    text = _SENTENCE.sub(_quote_order, text)
     return _ROLE_HEADER.sub(r"\1(quoted) \2\3", text)
 
 
+def _is_order(sentence: str) -> bool:
+    return bool(_ADDRESSEE.search(sentence) and _ORDER.search(sentence))
+
+
+def _quote_order(match: re.Match[str]) -> str:
+    sentence = match.group(0)
+    if "(quoted)" in sentence or not _is_order(sentence):
+        return sentence
+    lead = len(sentence) - len(sentence.lstrip())
+    return f"{sentence[:lead]}(quoted) {sentence[lead:]}"
+
+
 def addressed_to_model(text: str) -> list[str]:
-    """The sentences of ``text`` that address the model (plain-language injection)."""
-    return [m.group(0).strip() for m in _SENTENCE.finditer(text) if _ADDRESSED.search(m.group(0))]
+    """The sentences of ``text`` that address the model (plain-language injection): a
+    known phrase, or an order to whoever writes the reply."""
+    return [
+        m.group(0).strip()
+        for m in _SENTENCE.finditer(text)
+        if _ADDRESSED.search(m.group(0)) or _is_order(m.group(0))
+    ]
 
 
 def one_line(text: str) -> str:

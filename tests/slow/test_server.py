@@ -364,3 +364,94 @@ def test_each_client_sees_only_its_own_threads(server_env, tmp_path):
         bob.close()
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_one_client_cannot_read_cancel_starve_or_poison_another(server_env, tmp_path):
+    """Two keys on one real server (issue 36): each of Bob's attempts on Alice's work is
+    refused, and Alice's answer comes while Bob holds as many runs as he may."""
+    bob_docs = tmp_path / "bob"
+    bob_docs.mkdir()
+    (bob_docs / "plan.md").write_text("# Plan\n\nBob's release is called Heron.\n")
+    subprocess.run(
+        [RAG, "ingest", str(bob_docs), "--collection", "bobdocs", "--json"],
+        env=server_env,
+        check=True,
+        capture_output=True,
+    )
+    env = {
+        **server_env,
+        "RAG_CLIENT_KEYS": "alice:key-a,bob:key-b",
+        "RAG_CLIENT_COLLECTIONS": "alice:docs,bob:bobdocs",
+        "RAG_CLIENT_MAX_THREADS": "4",
+        "RAG_CLIENT_MAX_ACTIVE_RUNS": "2",
+    }
+    port = free_port()
+    log = tmp_path / "clients.log"
+    proc = start(["serve", "--port", str(port)], env, log)
+    url = f"http://127.0.0.1:{port}"
+    alice = httpx.Client(base_url=url, headers={"X-API-Key": "key-a"}, timeout=600)
+    bob = httpx.Client(base_url=url, headers={"X-API-Key": "key-b"}, timeout=60)
+    question = {"assistant_id": "rag", "input": {"question": "What does rag doctor do?"}}
+    try:
+        wait_until_up(proc, f"{url}/healthz", log, headers=lambda: {"X-API-Key": "key-a"})
+        assert bob.get("/healthz").json() == {"ok": True}  # lists no collection
+
+        # 1. Alice's collection is, to Bob, a collection that does not exist
+        hers = bob.post(
+            "/runs/wait", json={**question, "input": {**question["input"], "collection": "docs"}}
+        )
+        assert hers.status_code == 422 and "unknown collection 'docs'" in hers.text
+        assert "known: bobdocs " in hers.text
+
+        # 2. cancelling by status would reach Alice's runs: refused
+        thread = alice.post("/threads", json={}).json()["thread_id"]
+        started = alice.post(f"/threads/{thread}/runs", json=question)
+        assert started.status_code == 200, started.text
+        assert bob.post("/runs/cancel", json={"status": "all"}).status_code == 403
+        run_id = started.json()["run_id"]
+        assert bob.post(f"/threads/{thread}/runs/{run_id}/cancel").status_code == 404
+        assert alice.get(f"/threads/{thread}/runs/{run_id}/join").status_code == 200
+        assert alice.get(f"/threads/{thread}/runs/{run_id}").json()["status"] == "success"
+
+        # 3. an as_of naming no version: 422, and no snapshot copy left behind
+        for _ in range(3):
+            past = bob.post(
+                "/runs/wait",
+                json={
+                    **question,
+                    "input": {**question["input"], "collection": "bobdocs"},
+                    "config": {"configurable": {"as_of": 99}},
+                },
+            )
+            assert past.status_code == 422 and "no version 99" in past.text
+        snapshots = Path(env["RAG_DATA_DIR"]) / "snapshots"
+        assert not list(snapshots.glob("*.tmp")) if snapshots.exists() else True
+
+        # 4. memory, queue and cost: metadata, threads, active runs, model calls
+        big = {"metadata": {"note": "x" * 10_000}}
+        assert bob.post("/threads", json=big).status_code == 422
+        threads = [bob.post("/threads", json={}) for _ in range(5)]
+        assert [t.status_code for t in threads] == [200] * 4 + [429]
+        assert threads[-1].headers["retry-after"]
+        for t in threads[:4]:
+            assert bob.delete(f"/threads/{t.json()['thread_id']}").status_code == 204
+        mine = {**question, "input": {**question["input"], "collection": "bobdocs"}}
+        backlog = [bob.post("/runs", json=mine) for _ in range(4)]
+        assert [r.status_code for r in backlog[:2]] == [200, 200], backlog[0].text
+        assert all(r.status_code == 429 for r in backlog[2:])
+        assert int(backlog[2].headers["retry-after"]) > 0
+        costly = {**mine, "config": {"configurable": {"k": 20, "rerank": "llm"}}}
+        assert bob.post("/runs/wait", json=costly).status_code == 422
+        answered = alice.post("/runs/wait", json=question)  # behind at most Bob's two
+        assert answered.status_code == 200 and not model_faults(answered.json())
+
+        # 5. a setting beside config.configurable: 422, and the thread stays readable
+        poisoned = bob.post("/threads", json={}).json()["thread_id"]
+        stray = {**mine, "config": {"generator_model": "openai:x@http://127.0.0.1:9/v1"}}
+        assert bob.post(f"/threads/{poisoned}/runs/wait", json=stray).status_code == 422
+        assert bob.get(f"/threads/{poisoned}/state").status_code == 200
+    finally:
+        alice.close()
+        bob.close()
+        proc.terminate()
+        proc.wait(timeout=30)

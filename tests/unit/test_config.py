@@ -103,5 +103,5 @@ def test_masked_hides_secrets(tmp_path, monkeypatch):
 def test_the_security_page_lists_exactly_the_settings_a_request_may_change():
     page = (Path(__file__).parents[2] / "docs_corpus" / "security.md").read_text()
     paragraph = page.split("What a request may change:", 1)[1]
-    listed = paragraph.split("batched runs):", 1)[1].split("; the input may carry", 1)[0]
+    listed = paragraph.split("waited runs):", 1)[1].split("; the input may carry", 1)[0]
     assert set(re.findall(r"`(\w+)`", listed)) == REQUEST_SETTINGS

@@ -1,0 +1,42 @@
+"""How many model calls one question can cost with given settings: the graph's own count.
+
+A server request chooses ``k``, ``rerank``, ``multi_query`` and ``max_regenerations``;
+together they decide how long the one shared model is busy with it (a default run makes
+at most 7 calls, the largest settings over 100). The server refuses a request whose
+worst case is above ``max_model_calls`` before it is queued (server/app.py).
+"""
+
+from __future__ import annotations
+
+from tools.config import Settings
+
+VERIFIER_CALLS = 2  # the grounding question, and the literal-choice reading (verification.py)
+
+
+def most_model_calls(settings: Settings) -> dict[str, int]:
+    """The worst case per step, by the node that makes the calls; ``sum(...values())``
+    is the total. A follow-up's rephrasing is counted: a thread may have history."""
+    answers = 1 + settings.max_regenerations
+    second_opinion = settings.answer_style == "short" and settings.second_opinion
+    calls = {
+        "generate_queries": 1 + (settings.multi_query > 1),
+        "guard": int(settings.guard != "off"),
+        "rerank": max(2 * settings.k, settings.rerank_keep) if settings.rerank == "llm" else 0,
+        "generate_answer": answers,
+        "verify": answers * (VERIFIER_CALLS + second_opinion),
+    }
+    return {node: n for node, n in calls.items() if n}
+
+
+def budget_problem(settings: Settings) -> str | None:
+    """Why a request's settings cost too much, or None."""
+    calls = most_model_calls(settings)
+    total = sum(calls.values())
+    if total <= settings.max_model_calls:
+        return None
+    parts = ", ".join(f"{node} {n}" for node, n in calls.items())
+    return (
+        f"these settings can make {total} model calls for one question ({parts}), over "
+        f"max_model_calls={settings.max_model_calls}: lower k, rerank, multi_query or "
+        "max_regenerations"
+    )

@@ -1,0 +1,61 @@
+"""Where the service sends data, and the telemetry nobody asked for, kept off.
+
+An operator must be able to list every host the service talks to. The configured ones
+are the remote models, a Chroma server and Langfuse. LangSmith is the unasked one: with
+``LANGSMITH_API_KEY`` in its environment, LangChain traces to it and the LangGraph server
+reports usage metadata (versions, the app's path) every 5 minutes. Unless the operator
+sets ``langsmith``, its variables are removed from this process and from the server's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+
+from tools import tracing
+from tools.config import Settings
+from tools.model_spec import parse_model_spec
+from tools.models import ROLES, chat_spec
+
+LANGSMITH_VARS = (
+    "LANGSMITH_API_KEY",
+    "LANGCHAIN_API_KEY",
+    "LANGSMITH_CONTROL_PLANE_API_KEY",
+    "LANGSMITH_TRACING",
+    "LANGCHAIN_TRACING_V2",
+    "LANGSMITH_ENDPOINT",
+    "LANGCHAIN_ENDPOINT",
+)
+PROVIDER_HOSTS = {"openai": "https://api.openai.com/v1"}
+
+
+def without_unasked_telemetry(settings: Settings, env: MutableMapping[str, str]) -> None:
+    """Remove LangSmith's variables from ``env`` (os.environ, or a server's) unless asked."""
+    if settings.langsmith:
+        return
+    for name in LANGSMITH_VARS:
+        env.pop(name, None)
+    env["LANGSMITH_TRACING"] = "false"
+
+
+def destinations(settings: Settings) -> list[str]:
+    """Every outside address this configuration sends data to, with what goes there."""
+    found: dict[str, list[str]] = {}
+    for role in ROLES:
+        spec = chat_spec(settings, role)
+        if spec.provider != "local":
+            where = spec.base_url or PROVIDER_HOSTS.get(spec.provider, f"litellm: {spec.name}")
+            found.setdefault(where, []).append(f"{role} model")
+    embedding = parse_model_spec(settings.embedding_model, kind="embedding")
+    if embedding.provider != "local":
+        where = embedding.base_url or PROVIDER_HOSTS.get(embedding.provider, embedding.name)
+        found.setdefault(where, []).append("embedding model")
+    if settings.chroma_host:
+        found.setdefault(f"http://{settings.chroma_host}", []).append("vectors (Chroma)")
+    if tracing.mode(settings) == "langfuse":
+        host = os.environ.get("LANGFUSE_BASE_URL") or "https://cloud.langfuse.com"
+        found.setdefault(host, []).append("traces (Langfuse)")
+    if settings.langsmith:
+        host = os.environ.get("LANGSMITH_ENDPOINT") or "https://api.smith.langchain.com"
+        found.setdefault(host, []).append("traces and server usage (LangSmith)")
+    return [f"{where}: {', '.join(what)}" for where, what in found.items()]
