@@ -1,7 +1,8 @@
 """The relevance gate, measured: how often does it throw away the passage that answers?
 
-On the answerable docs_corpus questions of the verifier benchmark (each names the file
-its answer comes from) plus paraphrased, follow-up and non-English questions, against
+On the answerable docs_corpus questions of the verifier benchmark's dev split (each names
+the file its answer comes from; the test split is never used to choose a setting) plus
+paraphrased, follow-up and non-English questions, against
 an ingested docs_corpus collection (``rag ingest docs_corpus`` first). Every candidate is
 ranked once with no cut; each gate is then applied to that ranking. Reported per gate:
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evaluation.splits import side_of
 from evaluation.verifier import docs_items
 from tools.collection import Collection
 from tools.config import load_settings
@@ -44,7 +46,11 @@ GATES = [  # (absolute floor, margin over the closest candidate; None = no margi
 def main() -> None:
     settings = load_settings({"distance_threshold": 2.0})
     retriever = make_retriever(Collection(settings), embeddings(settings), settings)
-    questions = {(i.question, Path(i.passages[0]["source"]).name) for i in docs_items() if i.right}
+    questions = {
+        (i.question, Path(i.passages[0]["source"]).name)
+        for i in docs_items()
+        if i.right and side_of("verifier_docs", i.group) == "dev"
+    }
     questions |= set(EXTRA)
     rows = []
     for question, gold in sorted(questions):

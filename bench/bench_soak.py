@@ -35,7 +35,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as bench/bench_soak.py
 # the same SmolLM2 server set-up as the slow server tests, so both exercise one thing
-from tests.local_service import RAG, ingest_docs_corpus, smollm2_env
+from bench.local_service import RAG, ingest_docs_corpus, smollm2_env
 
 VALID = [
     "What does rag doctor do?",

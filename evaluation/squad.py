@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.datasets import DatasetError, read_jsonl
+from evaluation.splits import Split, excluded_from_test, side_of
 from tools.answer_check import normalize_answer, token_overlap
 
 SQUAD_DEV = Path("squad2-dev") / "dev-v2.0.json"  # under the eval_data_dir setting
@@ -39,22 +40,31 @@ class SquadSample:
     titles: dict[str, str] = field(default_factory=dict)  # corpus id -> article title
 
 
-def load_squad(path: Path, *, answerable: int, unanswerable: int, seed: int = 0) -> SquadSample:
-    """``answerable`` + ``unanswerable`` questions drawn with ``seed``, and every paragraph."""
+def load_squad(
+    path: Path, *, answerable: int, unanswerable: int, seed: int = 0, split: Split = "dev"
+) -> SquadSample:
+    """``answerable`` + ``unanswerable`` questions of ``split``'s articles drawn with
+    ``seed``, and every paragraph of those articles (evaluation/splits.py: the articles
+    are frozen per side, and test never draws a question earlier tuning drew)."""
     try:
         articles = json.loads(path.read_text(encoding="utf-8"))["data"]
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file") from None
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise DatasetError(f"{path}: not a SQuAD file ({exc})") from None
+    burned = excluded_from_test("squad") if split == "test" else frozenset()
     sample = SquadSample(items=[])
     pools: dict[bool, list[QAItem]] = {True: [], False: []}
     for a, article in enumerate(articles):
+        if side_of("squad", article.get("title", "")) != split:
+            continue
         for p, paragraph in enumerate(article["paragraphs"]):
             pid = f"a{a:03d}p{p:03d}"
             sample.paragraphs[pid] = paragraph["context"]
             sample.titles[pid] = article.get("title", "").replace("_", " ")
             for qa in paragraph["qas"]:
+                if qa["id"] in burned:
+                    continue
                 impossible = bool(qa.get("is_impossible"))
                 golds = tuple(dict.fromkeys(x["text"] for x in qa.get("answers", [])))
                 pools[not impossible].append(

@@ -10,30 +10,29 @@ Labelled items (question, passages, answer, right/wrong, category) from two sour
   each a right answer and a subtly wrong twin (wrong flag, default, number, path,
   merged facts, wrong citation).
 
-Splits are fixed by hashing a group id (the SQuAD article, the docs pair) with a seed, so
-an article or a pair never lands in both; tune ``verify_threshold`` and
+Splits are frozen in files (evaluation/splits.py: SQuAD by article, docs pairs by the
+passage text they quote), so an article or a passage never lands in both and no seed
+moves an item across; tune ``verify_threshold`` and
 ``verify_threshold_phrase`` (one threshold per answer form, graph.verification.answer_form)
 on ``dev`` and report on ``test``, never the reverse.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from evaluation.datasets import DatasetError, read_jsonl
 from evaluation.metrics import wilson_interval
+from evaluation.splits import SPLITS, Split, excluded_from_test, side_of
 from graph.verification import answer_form
 
 DOCS_ITEMS = Path(__file__).parent / "data" / "verifier_docs.jsonl"
-SPLITS = ("dev", "test")
-Split = Literal["dev", "test"]
 
 
 @dataclass(frozen=True)
@@ -46,11 +45,6 @@ class VerifierItem:
     answer: str  # with [n] markers, as the generator writes it
     right: bool
     group: str  # items of one group share a split
-
-
-def split_of(group: str, seed: int) -> Split:
-    digest = hashlib.sha256(f"{seed}:{group}".encode()).digest()
-    return "dev" if digest[0] % 2 == 0 else "test"
 
 
 # --- SQuAD ---------------------------------------------------------------------------
@@ -74,15 +68,17 @@ def answer_type(text: str) -> str:
 
 
 def squad_items(path: Path, *, per_split: int, seed: int) -> list[VerifierItem]:
-    """Up to ``per_split`` items per split: half right, a quarter of each wrong kind."""
+    """Up to ``per_split`` items per split: half right, a quarter of each wrong kind,
+    sampled with ``seed`` inside each side of the frozen article split."""
     try:
         articles = json.loads(path.read_text(encoding="utf-8"))["data"]
     except (OSError, ValueError, KeyError) as exc:
         raise DatasetError(f"{path}: not a readable SQuAD file ({exc})") from None
     pools: dict[tuple[Split, str], list[VerifierItem]] = {}
+    burned = excluded_from_test("squad")
     for article in articles:
         group = article.get("title", "")
-        split = split_of(group, seed)
+        split = side_of("squad", group)
         for p, paragraph in enumerate(article["paragraphs"]):
             context = paragraph["context"]
             passages = ({"source": f"{group}#{p}", "text": context},)
@@ -92,6 +88,8 @@ def squad_items(path: Path, *, per_split: int, seed: int) -> list[VerifierItem]:
                 if not qa.get("is_impossible") and qa.get("answers")
             ]
             for qa in paragraph["qas"]:
+                if split == "test" and qa["id"] in burned:
+                    continue
                 if qa.get("is_impossible"):
                     plausible = (qa.get("plausible_answers") or [{}])[0].get("text")
                     if plausible:
@@ -184,11 +182,16 @@ def docs_items(path: Path = DOCS_ITEMS) -> list[VerifierItem]:
 def load_items(
     squad: Path | None, *, split: Split, seed: int = 0, squad_per_split: int = 100
 ) -> list[VerifierItem]:
-    """The benchmark's items of ``split``: docs_corpus pairs, and SQuAD when given."""
-    items = docs_items()
+    """The benchmark's items of ``split`` (the frozen split files: evaluation/splits.py):
+    docs_corpus pairs, and SQuAD when given. ``seed`` only samples SQuAD inside a side."""
+    items = [i for i in docs_items() if side_of("verifier_docs", i.group) == split]
     if squad is not None:
-        items += squad_items(squad, per_split=squad_per_split, seed=seed)
-    return [item for item in items if split_of(item.group, seed) == split]
+        items += [
+            i
+            for i in squad_items(squad, per_split=squad_per_split, seed=seed)
+            if side_of("squad", i.group) == split
+        ]
+    return items
 
 
 # --- scoring ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from evaluation import answer_report
 from evaluation.answers import evaluate_answers
 from evaluation.datasets import Dataset
 from evaluation.retrieval import prepare_collection, with_overrides
+from evaluation.splits import SPLITS, provenance
 from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
 from tools.collection import Collection
 from tools.config import Settings
@@ -45,6 +46,13 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--limit", type=int, default=100, help="questions to ask (SQuAD: half answerable)"
     )
     parser.add_argument("--sample-seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="dev",
+        help="--squad: the frozen half of the articles to draw from (evaluation/splits.py); "
+        "test is for a release figure, run once",
+    )
     parser.add_argument("--judge", action="store_true", help="LLM-judged quality scores")
     parser.add_argument(
         "--answer-style",
@@ -64,19 +72,24 @@ def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], 
     path = Path(args.squad) if args.squad else settings.eval_data_dir / SQUAD_DEV
     answerable = args.limit // 2
     sample = load_squad(
-        path, answerable=answerable, unanswerable=args.limit - answerable, seed=args.sample_seed
+        path,
+        answerable=answerable,
+        unanswerable=args.limit - answerable,
+        seed=args.sample_seed,
+        split=args.split,
     )
-    corpus = write_corpus(sample, settings.data_dir / "eval" / "squad" / "corpus.jsonl")
-    collection, info = prepare_collection(
-        settings, Dataset(path.name, corpus, {}, {}), embeddings(settings), progress=True
-    )
+    folder = settings.data_dir / "eval" / "squad"
+    corpus = write_corpus(sample, folder / f"corpus-{args.split}.jsonl")
+    dataset = Dataset(f"{path.stem}-{args.split}", corpus, {}, {})
+    collection, info = prepare_collection(settings, dataset, embeddings(settings), progress=True)
     collection.close()
     print(
         f"collection {info['name']}: {info['documents']} paragraphs, "
         + ("reused" if info["reused"] else f"ingested in {info['seconds']} s"),
         file=sys.stderr,
     )
-    return sample.items, info["name"], f"SQuAD 2.0 ({path.name}, seed {args.sample_seed})"
+    name = f"SQuAD 2.0 ({path.name}, {args.split} articles, seed {args.sample_seed})"
+    return sample.items, info["name"], name
 
 
 def run_answers(args: argparse.Namespace, settings: Settings) -> int:
@@ -109,6 +122,8 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         "collection_version": version,
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "settings": settings.model_dump(mode="json"),
+        "split": args.split if args.squad is not None else None,
+        "provenance": provenance("squad"),
     }
     if args.out:
         for path in answer_report.write_outputs(report, Path(args.out)):

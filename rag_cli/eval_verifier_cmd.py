@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import verifier as bench
+from evaluation.splits import provenance
 from evaluation.squad import SQUAD_DEV
 from graph.services import or_shared
 from graph.verification import verify_answer
@@ -39,7 +40,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help=f"add SQuAD 2.0 items (default file: eval_data_dir/{SQUAD_DEV})",
     )
     parser.add_argument("--squad-per-split", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0, help="split and sample seed")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="SQuAD sample seed, inside the frozen split"
+    )
     parser.add_argument("--limit", type=int, help="only the first N items (a quick look)")
     parser.add_argument("--threshold", type=float, help="default: verify_threshold")
     parser.add_argument("--phrase-threshold", type=float, help="default: verify_threshold_phrase")
@@ -97,7 +100,12 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     }
     if args.calibrate:
         thresholds = bench.choose_thresholds(records)
-    result = {"split": args.split, "seed": args.seed, **bench.report(records, thresholds)}
+    result = {
+        "split": args.split,
+        "seed": args.seed,
+        "provenance": provenance("verifier_docs", "squad"),
+        **bench.report(records, thresholds),
+    }
     if args.out:
         Path(args.out).write_text(json.dumps({**result, "records": records}, indent=1))
     print(json.dumps(result, indent=1) if args.json else bench.markdown(result))

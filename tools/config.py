@@ -124,10 +124,11 @@ class Settings(BaseModel):
         description="Drop candidates whose cosine distance to every query exceeds this "
         "(0 = same direction): a last-resort floor, since the verifier, not a cosine cut, "
         "decides what is supported. Measured with all-MiniLM-L6-v2: 0.75 cut the right "
-        "passage of short, paraphrased and non-English questions (issue 22); on 87 answerable "
-        "docs_corpus questions 0.9 keeps the answer's file among the k passages for 94.3% "
-        "against 93.1% at 0.75 (bench/bench_gate.py); a margin over the closest candidate "
-        "kept fewer (83.9-89.7%).",
+        "passage of short, paraphrased and non-English questions (issue 22); on 123 answerable "
+        "questions (the verifier benchmark's dev split plus first-hour ones) 0.9 keeps the "
+        "answer's file among the k passages for 95.1% against 91.9% at 0.75 "
+        "(bench/bench_gate.py, 2026-11-25); a margin over the closest candidate kept fewer "
+        "(75.6-91.1%).",
     )
     hybrid_weight: float = Field(
         0.5, ge=0.0, le=1.0, description="Weight of dense vs BM25 in min-max score fusion."

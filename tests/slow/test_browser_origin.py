@@ -17,7 +17,7 @@ import threading
 import httpx
 import pytest
 
-from tests.local_service import smollm2_env, start, ui_token, wait_until_up
+from bench.local_service import smollm2_env, start, ui_token, wait_until_up
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow

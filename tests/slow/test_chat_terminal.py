@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.local_service import RAG, ingest_docs_corpus, smollm2_env
+from bench.local_service import RAG, ingest_docs_corpus, smollm2_env
 
 pytestmark = pytest.mark.slow
 PROMPT = "you> "

@@ -21,9 +21,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from graph.graph import DIRECT_PATH
-from tests.graph_runs import model_faults
-from tests.local_service import (
+from bench.local_service import (
     RAG,
     REPO,
     ingest_docs_corpus,
@@ -31,6 +29,8 @@ from tests.local_service import (
     start,
     wait_until_up,
 )
+from graph.graph import DIRECT_PATH
+from tests.graph_runs import model_faults
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local_service import (
+from bench.local_service import (
     RAG,
     REPO,
     ingest_docs_corpus,

@@ -48,6 +48,27 @@ def test_every_top_level_package_is_listed():
     assert code - {"tests", "scripts"} == set(ALLOWED)
 
 
+def test_nothing_imports_the_tests():
+    """Checked over every Python file outside tests/, listed package or not (scripts,
+    bench): test code may use the product, never the other way round."""
+    found = []
+    for path in REPO.rglob("*.py"):
+        relative = path.relative_to(REPO)
+        if relative.parts[0] in ("tests", ".venv") or relative.parts[0].startswith("."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                else []
+            )
+            if any(name.split(".")[0] == "tests" for name in names):
+                found.append(str(relative))
+    assert not found, found
+
+
 def test_imports_point_one_way():
     wrong = {
         f"{package} -> {other}": sorted(modules)

@@ -86,15 +86,6 @@ def test_report_groups_by_source_and_category():
     assert groups["squad"]["confusion"]["verified_wrong"] == 1
 
 
-def test_splits_are_seeded_and_keep_a_group_together():
-    assert bench.split_of("docs-001", 0) == bench.split_of("docs-001", 0)
-    splits = {bench.split_of(f"g{i}", 0) for i in range(20)}
-    assert splits == {"dev", "test"}
-    dev = bench.load_items(None, split="dev")
-    test = bench.load_items(None, split="test")
-    assert dev and test and not {i.group for i in dev} & {i.group for i in test}
-
-
 @pytest.mark.parametrize(
     ("text", "kind"),
     [

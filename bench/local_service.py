@@ -1,5 +1,5 @@
-"""Setup shared by slow tests (and bench/bench_soak.py) that start a real `rag` server
-process on loopback."""
+"""Start a real `rag` server process on loopback: the soak benchmark and the slow server
+tests share it (it lives with the benchmarks because nothing may import the tests)."""
 
 from __future__ import annotations
 
