@@ -95,6 +95,7 @@ def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], 
 def run_answers(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
         raise ValueError("--limit must be at least 1")
+    measured_with = provenance("squad")  # the code as the run starts
     if args.squad is not None:
         items, collection, dataset = _squad(args, settings)
         style = args.answer_style or "short"
@@ -123,7 +124,7 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "settings": settings.model_dump(mode="json"),
         "split": args.split if args.squad is not None else None,
-        "provenance": provenance("squad"),
+        "provenance": measured_with,
     }
     if args.out:
         for path in answer_report.write_outputs(report, Path(args.out)):

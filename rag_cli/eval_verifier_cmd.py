@@ -61,6 +61,7 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     if args.calibrate and args.split != "dev":
         print("rag eval verifier: error: calibrate on --split dev only", file=sys.stderr)
         return 2
+    measured_with = provenance("verifier_docs", "squad")  # the code as the run starts
     squad = None if args.squad is None else Path(args.squad or settings.eval_data_dir / SQUAD_DEV)
     items = bench.load_items(
         squad, split=args.split, seed=args.seed, squad_per_split=args.squad_per_split
@@ -103,7 +104,7 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     result = {
         "split": args.split,
         "seed": args.seed,
-        "provenance": provenance("verifier_docs", "squad"),
+        "provenance": measured_with,
         **bench.report(records, thresholds),
     }
     if args.out:
