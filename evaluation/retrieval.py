@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from evaluation.datasets import Dataset, read_corpus
 from evaluation.metrics import latency_summary, mean_metrics, query_metrics
+from evaluation.splits import Split, provenance, side_of
 from ingest.extract import ExtractOptions
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
@@ -304,12 +305,17 @@ def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, Path) else value
 
 
-def judged_queries(dataset: Dataset, limit: int | None) -> tuple[list[tuple[str, str]], dict]:
+def judged_queries(
+    dataset: Dataset, limit: int | None, topics: Split | None = None
+) -> tuple[list[tuple[str, str]], dict]:
+    """The queries with a relevant document; ``topics``: only that half of the frozen
+    CACM topic split (evaluation/data/splits/cacm.json)."""
     """Queries with at least one relevant document, in file order; and what was left out."""
     judged = [
         (qid, text)
         for qid, text in dataset.queries.items()
         if any(g > 0 for g in dataset.qrels.get(qid, {}).values())
+        and (topics is None or side_of("cacm", qid) == topics)
     ]
     counts = {
         "queries": len(dataset.queries),
@@ -332,14 +338,18 @@ def evaluate_retrieval(
     sweep: Mapping[str, Sequence[str]] | None = None,
     depth: int | None = None,
     limit: int | None = None,
+    topics: Split | None = None,
     progress: bool = True,
     on_run: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Ingest (or reuse) the corpus, rank every judged query per run, score; one report."""
+    """Ingest (or reuse) the corpus, rank every judged query per run, score; one report.
+    A sweep chooses settings: it refuses the test topics."""
+    if sweep and topics == "test":
+        raise EvalError("--sweep chooses settings: run it on --topics dev, never test")
     check_supported(settings)
     depth = depth or max(100, settings.k)
     specs = run_specs(settings, modes, sweep or {}, depth)  # validates before any ingestion
-    queries, counts = judged_queries(dataset, limit)
+    queries, counts = judged_queries(dataset, limit, topics)
     collection, info = prepare_collection(settings, dataset, embedder, progress=progress)
     try:
         collection.require_embedding(settings.embedding_model)
@@ -365,6 +375,8 @@ def evaluate_retrieval(
         "kind": "retrieval",
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "dataset": {"name": dataset.name, "corpus": str(dataset.corpus), **counts},
+        "topics": topics or "all",
+        "provenance": provenance("cacm") if topics else provenance(),
         "depth": depth,
         "notes": notes,
         "collection": info,

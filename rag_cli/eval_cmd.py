@@ -92,6 +92,12 @@ def _register_retrieval(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
         "--depth", type=int, help="documents ranked per query (default max(100, k))"
     )
     parser.add_argument("--limit", type=int, help="only the first N judged queries")
+    parser.add_argument(
+        "--topics",
+        choices=("dev", "test"),
+        help="CACM: only this half of the frozen topic split (evaluation/data/splits/"
+        "cacm.json); sweeps run on dev, a release figure on test",
+    )
     for flag, (name, kind) in SETTING_FLAGS.items():
         extra: dict[str, Any] = {"choices": SPLITTERS} if name == "splitter" else {}
         parser.add_argument(flag, dest=name, type=kind, help=f"overrides {name}", **extra)
@@ -185,6 +191,7 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
             sweep=sweep,
             depth=args.depth,
             limit=args.limit,
+            topics=args.topics,
             progress=show,
             on_run=finished if show else None,
         )

@@ -76,3 +76,23 @@ def test_every_docs_pair_is_assigned():
     assert pairs == set(frozen["dev"]) | set(frozen["test"])
     assert not set(frozen["dev"]) & set(frozen["test"])
     assert json.loads((splits.SPLITS_DIR / "verifier_docs.json").read_text())["test"]
+
+
+def test_cacm_topics_split_by_id_and_a_sweep_refuses_test(tmp_path):
+    from evaluation.datasets import Dataset
+    from evaluation.retrieval import EvalError, evaluate_retrieval, judged_queries
+    from tools.config import load_settings
+
+    queries = {str(i): f"query {i}" for i in range(1, 9)}
+    qrels = {qid: {"d1": 1} for qid in queries}
+    dataset = Dataset("cacm", tmp_path / "corpus.jsonl", queries, qrels)
+    dev, _ = judged_queries(dataset, None, "dev")
+    test, _ = judged_queries(dataset, None, "test")
+    assert {q for q, _ in dev} == {"1", "3", "5", "7"} and {q for q, _ in test} == {
+        "2",
+        "4",
+        "6",
+        "8",
+    }
+    with pytest.raises(EvalError, match="never test"):
+        evaluate_retrieval(dataset, load_settings(), None, sweep={"k": ["3"]}, topics="test")
