@@ -12,9 +12,10 @@ happens inside one side:
 - ``verifier_docs.json``: docs pairs, joined into one unit when they quote the same
   passage text (a component that touched dev stayed dev).
 
-The guard's split is by question id (evaluation/guard.py); CACM's topics are not split
-yet. A unit listed on neither side is an error: new data is assigned by editing the
-file, never by a hash.
+- ``cacm.json``: CACM topics by id (odd dev, even test).
+
+The guard's split is by question id (evaluation/guard.py). A unit listed on neither
+side is an error: new data is assigned by editing the file, never by a hash.
 """
 
 from __future__ import annotations
