@@ -83,11 +83,12 @@ def markdown(report: Mapping[str, Any], chart: str | None = CHART) -> str:
             "Had the threshold been higher (answers verified in this run whose confidence "
             "reaches it; the floor is the lower end of the precision's 95% interval):",
             "",
-            "| threshold | verified | right | verified precision | floor |",
-            "|---|---|---|---|---|",
+            "| threshold | verified | right | verified precision | floor | coverage |",
+            "|---|---|---|---|---|---|",
             *(
                 f"| {t['threshold']} | {t['verified']} | {t['right']} | "
-                f"{_cell(t['precision'])} | {_cell(t['precision_floor'])} |"
+                f"{_cell(t['precision'])} | {_cell(t['precision_floor'])} | "
+                f"{_cell(t.get('coverage'))} |"
                 for t in thresholds
             ),
         ]
@@ -117,7 +118,8 @@ def markdown(report: Mapping[str, Any], chart: str | None = CHART) -> str:
 
 
 def write_chart(report: Mapping[str, Any], path: Path) -> None:
-    """Rates as bars, and the latency histogram of all questions."""
+    """Rates as bars, verified precision against coverage per threshold (the trade a
+    threshold makes, with the precision's 95% floor), and the latency histogram."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -126,10 +128,28 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
     s = report["summary"]
     shares = list(SHOWN)[: list(SHOWN).index("verified_wrong")]  # the 0-1 rates come first
     rates = {k: s[k] for k in shares if s.get(k) is not None}
-    fig, (bars, hist) = plt.subplots(1, 2, figsize=(13, 4.5), width_ratios=[2, 1])
+    fig, (bars, curve, hist) = plt.subplots(1, 3, figsize=(17, 4.5), width_ratios=[2, 1, 1])
     bars.barh(list(rates)[::-1], list(rates.values())[::-1], color="#4477aa")
     bars.set_xlim(0, 1)
     bars.set_title(f"{report['dataset']}: {s['items']} questions")
+    points = [t for t in s.get("verified_by_threshold") or [] if t["precision"] is not None]
+    if points:
+        coverage = [t["coverage"] or 0.0 for t in points]
+        curve.plot(coverage, [t["precision"] for t in points], marker="o", color="#4477aa")
+        curve.fill_between(
+            coverage,
+            [t["precision_floor"] for t in points],
+            [t["precision"] for t in points],
+            alpha=0.2,
+            color="#4477aa",
+        )
+        for t, x in zip(points, coverage, strict=True):
+            curve.annotate(f"{t['threshold']:g}", (x, t["precision"]), fontsize=7)
+    curve.set_xlim(0, 1)
+    curve.set_ylim(0, 1.02)
+    curve.set_xlabel("coverage (right and verified / answerable)")
+    curve.set_ylabel("verified precision (band: 95% floor)")
+    curve.set_title("by verify threshold")
     hist.hist([r["seconds"] for r in report["items"] if "error" not in r], bins=20)
     hist.set_xlabel("seconds per question")
     hist.set_ylabel("questions")

@@ -193,12 +193,13 @@ def _verified(answered: Sequence[dict[str, Any]], answerable: int) -> dict[str, 
 REPORT_THRESHOLDS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8)
 
 
-def by_threshold(answered: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_threshold(answered: Sequence[dict[str, Any]], answerable: int) -> list[dict[str, Any]]:
     """Verified precision had the threshold been each of ``REPORT_THRESHOLDS`` at or above
     every threshold the run used: an answer verified in the run counts at ``t`` when its
     confidence reaches ``t``. Below the run's own thresholds the second opinion was never
     asked, so what "verified" would have been there is unknown and not shown: lower them
-    for a calibration run (``RAG_VERIFY_THRESHOLD_PHRASE=0.45``)."""
+    for a calibration run (``RAG_VERIFY_THRESHOLD_PHRASE=0.45``). ``coverage``: right and
+    verified, of the ``answerable`` questions: what a user gets at that threshold."""
     used = max((r["verdict"].get("threshold") or 0.0 for r in answered), default=0.0)
     sure = _scored_verified(answered)
     rows = []
@@ -212,6 +213,7 @@ def by_threshold(answered: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "right": right,
                 "precision": round(right / len(verified), 4) if verified else None,
                 "precision_floor": round(precision_floor(right, len(verified)), 4),
+                "coverage": round(right / answerable, 4) if answerable else None,
             }
         )
     return rows
@@ -261,7 +263,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "answerable": _verified([r for r in answered if r["answerable"]], len(answerable)),
             "unanswerable": _verified([r for r in answered if r["answerable"] is False], 0),
         },
-        "verified_by_threshold": by_threshold(answered),
+        "verified_by_threshold": by_threshold(answered, len(answerable)),
         "regeneration_rate": _mean([float(r["attempts"] > 1) for r in answered]),
         "completeness": _mean(collect("completeness", answered)),
         "contextual_accuracy": _mean(collect("contextual_accuracy", answered)),

@@ -204,12 +204,14 @@ def test_precision_by_threshold_counts_only_what_the_run_could_have_verified():
         _answer(0.6, True, True, 0.45),
         _answer(0.8, False, True, 0.45),  # sure, but overruled: never verified at any t
     ]
-    rows = {row["threshold"]: row for row in by_threshold(run)}
+    rows = {row["threshold"]: row for row in by_threshold(run, answerable=4)}
     assert min(rows) == 0.5  # at or above the run's own threshold only
     assert (rows[0.6]["verified"], rows[0.6]["right"]) == (3, 2)
     assert (rows[0.7]["verified"], rows[0.7]["right"], rows[0.7]["precision"]) == (2, 1, 0.5)
     assert rows[0.75]["precision"] == 1.0 and 0 < rows[0.75]["precision_floor"] < 1.0
     assert (rows[0.8]["verified"], rows[0.8]["right"]) == (1, 1)  # not the overruled 0.8
-    strict = by_threshold([_answer(0.7, True, True, 0.65), _answer(0.66, True, True, 0.62)])
+    assert rows[0.6]["coverage"] == 0.5 and rows[0.8]["coverage"] == 0.25  # right of 4
+    pair = [_answer(0.7, True, True, 0.65), _answer(0.66, True, True, 0.62)]
+    strict = by_threshold(pair, answerable=2)
     assert [row["threshold"] for row in strict] == [0.65, 0.7, 0.75, 0.8]
     assert strict[-1]["verified"] == 0 and strict[-1]["precision"] is None
