@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.splits import side_of
 from rag_cli.main import main
 from tests.shared_data import SQUAD_FILE
 from tools import tracing
@@ -31,7 +32,8 @@ def rag(capsys, *argv) -> str:
 def test_squad_slice_scored_judged_and_traced(tmp_path, capsys):
     data = json.loads(SQUAD_FILE.read_text())
     squad = tmp_path / "slice.json"
-    squad.write_text(json.dumps({"version": "v2.0", "data": data["data"][:1]}))
+    dev = next(a for a in data["data"] if side_of("squad", a["title"]) == "dev")
+    squad.write_text(json.dumps({"version": "v2.0", "data": [dev]}))
     report = json.loads(
         rag(
             capsys,
