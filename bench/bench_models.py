@@ -28,12 +28,14 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage
 
 from tools.config import load_settings
+from tools.local_llm import uses_amx
 from tools.models import chat_model, embeddings
 
 REPO = Path(__file__).resolve().parents[1]
 CACM = REPO.parent / "shared" / "data" / "cacm" / "cacm.json"
 WORDS = 100
 NATIVE_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=ON"
+BUILD_SCRIPT = str(REPO / "scripts" / "build_llama.sh")
 
 
 def passages(count: int) -> list[str]:
@@ -129,15 +131,19 @@ def raw_speed(context: str) -> dict[str, float]:
         "prompt_tokens": len(tokens),
         "prompt_tok_per_s": len(tokens) / prefill_s,
         "output_tok_per_s": out / decode_s,
-        "amx": "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(),
+        "amx": uses_amx(),
     }
+
+
+def build_llama(*args: str) -> str:
+    """What scripts/build_llama.sh prints: a wheel's path, or flags (its progress shows)."""
+    done = subprocess.run([BUILD_SCRIPT, *args], cwd=REPO, check=True, stdout=subprocess.PIPE)
+    return done.stdout.decode()
 
 
 def build_site(flags: str) -> Path:
     """A llama-cpp-python built with ``flags`` (once, cached), unpacked for PYTHONPATH."""
-    script = str(REPO / "scripts" / "build_llama.sh")
-    built = subprocess.run([script, flags], cwd=REPO, check=True, stdout=subprocess.PIPE, text=True)
-    wheel = Path(built.stdout.strip())
+    wheel = Path(build_llama(flags).strip())
     target = wheel.parent / "site"
     if not (target / "llama_cpp").is_dir():
         subprocess.run(
@@ -148,11 +154,10 @@ def build_site(flags: str) -> Path:
 
 
 def bench_builds(context: str, rounds: int) -> dict[str, object]:
-    script = str(REPO / "scripts" / "build_llama.sh")
-    baseline = subprocess.run([script, "--baseline"], check=True, capture_output=True, text=True)
+    baseline = build_llama("--baseline")
     sites: dict[str, Path | None] = {
         "installed": None,
-        "baseline": build_site(baseline.stdout),
+        "baseline": build_site(baseline),
         "native": build_site(NATIVE_CMAKE_ARGS),
     }
 
@@ -177,11 +182,11 @@ def bench_builds(context: str, rounds: int) -> dict[str, object]:
             runs[name].append(measure(site))
     if any(r["amx"] for r in runs["native"]):
         raise SystemExit("the native build uses AMX on this CPU: not measured (it crashes)")
-    flags = subprocess.run([script, "--flags"], check=True, capture_output=True, text=True)
+    flags = build_llama("--flags")
     report: dict[str, object] = {
         "flags": {
-            "installed": flags.stdout,
-            "baseline": baseline.stdout,
+            "installed": flags,
+            "baseline": baseline,
             "native": NATIVE_CMAKE_ARGS,
         },
         "rounds": rounds,

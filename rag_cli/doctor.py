@@ -19,6 +19,7 @@ from langchain_core.messages import HumanMessage
 
 from tools.config import Settings, masked
 from tools.isolated import run_isolated
+from tools.local_llm import REBUILD_ADVICE
 from tools.models import ROLES, chat_model, chat_spec, embeddings
 from tools.outbound import destinations
 
@@ -32,11 +33,7 @@ BUSY_LOAD_PER_CORE = 0.75  # 1-minute load average per core, before any model ru
 # On top of llm_timeout_s, for the child's imports and the model load (the 1.5B model
 # loads in ~1 s and the imports take ~5 s idle; a loaded machine is many times slower).
 LOAD_ALLOWANCE_S = 120.0
-CRASH_ADVICE = (
-    "if this is a local model, llama-cpp-python was probably built for another CPU: run "
-    "`make clean-native setup` to rebuild it portably, or set LLAMA_CMAKE_ARGS for your "
-    "hardware (docs_corpus/troubleshooting.md, 'The first model call crashes')"
-)
+CRASH_ADVICE = f"if this is a local model, {REBUILD_ADVICE}"
 
 
 @dataclass

@@ -8,21 +8,14 @@ one line with what to do, instead of a bare "Segmentation fault" at the first an
 from __future__ import annotations
 
 import argparse
-import re
 
 from tools.config import Settings
 from tools.isolated import run_isolated
 from tools.local_assets import ASSETS, DEFAULT_LLM, SMOLLM2_135M, LocalAsset, ensure
-from tools.local_llm import smoke_generate
+from tools.local_llm import REBUILD_ADVICE, smoke_generate
 from tools.models import ROLES, chat_spec
 
 SMOKE_TIMEOUT_S = 300.0  # load + 8 tokens: ~2 s idle, far more on a loaded machine
-FIX = (
-    "run `make clean-native setup` to rebuild llama-cpp-python portably, or set "
-    "LLAMA_CMAKE_ARGS for your hardware (docs_corpus/troubleshooting.md)"
-)
-# ggml's AMX path crashed at the first completion on Xeons (llama.cpp issue 20824)
-AMX_IN_USE = re.compile(r"\bAMX(?:_INT8)?\s*=\s*1")
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -43,10 +36,13 @@ def smoke(asset: LocalAsset, path: str) -> str | None:
     """One line of failure, or None when the model loaded and generated."""
     result = run_isolated(smoke_generate, path, timeout_s=SMOKE_TIMEOUT_S)
     if not result.ok:
-        return f"FAIL smoke {asset.name}: {result.reason(SMOKE_TIMEOUT_S)}; {FIX}"
+        return f"FAIL smoke {asset.name}: {result.reason(SMOKE_TIMEOUT_S)}; {REBUILD_ADVICE}"
     info = result.value
-    if AMX_IN_USE.search(info["system_info"]):
-        return f"FAIL smoke {asset.name}: this llama.cpp build uses AMX, which crashes; {FIX}"
+    if info["amx"]:
+        return (
+            f"FAIL smoke {asset.name}: this llama.cpp build uses AMX, which crashes; "
+            f"{REBUILD_ADVICE}"
+        )
     print(
         f"ok  smoke {asset.name}: loaded in {info['load_s']:.1f}s, "
         f"{info['tokens']} tokens in {info['generate_s']:.1f}s",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -363,14 +364,29 @@ class ChatLocalLlama(BaseChatModel):
         return bound | parser_for(schema)
 
 
+# ggml's AMX path segfaulted at the first completion on Xeons (llama.cpp issue 20824)
+_AMX_IN_USE = re.compile(r"\bAMX(?:_INT8)?\s*=\s*1")
+# What to do when a llama.cpp build crashes or cannot run here (scripts/build_llama.sh)
+REBUILD_ADVICE = (
+    "run `make clean-native setup` to rebuild llama-cpp-python for this CPU, or set "
+    "LLAMA_CMAKE_ARGS for your hardware (docs_corpus/troubleshooting.md, 'The first model "
+    "call crashes')"
+)
+
+
+def uses_amx() -> bool:
+    """Whether the llama_cpp this process imports was built with ggml's AMX path."""
+    import llama_cpp
+
+    return bool(_AMX_IN_USE.search(llama_cpp.llama_print_system_info().decode()))
+
+
 def smoke_generate(path: str, max_tokens: int = 8) -> dict[str, Any]:
-    """Load a GGUF and generate a few tokens, plus the CPU features the build uses.
+    """Load a GGUF and generate a few tokens, and say whether the build uses AMX.
 
     Run in a child process (``tools.isolated``) after every build or reuse of the
     llama-cpp-python wheel: a build that crashes on this CPU is caught at set-up.
     """
-    import llama_cpp
-
     loaded = _Loaded(path, 512, 0)
     started = time.perf_counter()
     out = loaded.llama.create_completion("The capital of France is", max_tokens=max_tokens)
@@ -379,5 +395,5 @@ def smoke_generate(path: str, max_tokens: int = 8) -> dict[str, Any]:
         "tokens": out["usage"]["completion_tokens"],
         "load_s": loaded.load_seconds,
         "generate_s": time.perf_counter() - started,
-        "system_info": llama_cpp.llama_print_system_info().decode(),
+        "amx": uses_amx(),
     }
