@@ -180,11 +180,9 @@ class Collection:
             chroma_client(settings, fresh=fresh_store), self.name, settings.hnsw_ef_search
         )
         if self.as_of:  # the same vectors, and the manifest as it was after that version
-            try:  # checked on the live manifest: a bad as_of copies nothing
-                self.manifest.check_restorable(self.as_of)
-            except ValueError as exc:
+            if problem := _restorable_problem(self.manifest, self.as_of):  # before any copy
                 self.manifest.close()
-                raise ConfigError(f"as_of={self.as_of}: {exc}") from None
+                raise ConfigError(problem)
             self.manifest.close()
             self.manifest = Manifest(
                 _version_snapshot(settings, self.name, self.as_of, self.vectors)
@@ -379,11 +377,16 @@ def as_of_problem(settings: Settings) -> str | None:
         return None
     manifest = Manifest(manifest_path(settings, settings.collection))
     try:
-        manifest.check_restorable(settings.as_of)
-    except ValueError as exc:
-        return f"as_of={settings.as_of}: {exc}"
+        return _restorable_problem(manifest, settings.as_of)
     finally:
         manifest.close()
+
+
+def _restorable_problem(manifest: Manifest, version: int) -> str | None:
+    try:
+        manifest.check_restorable(version)
+    except ValueError as exc:
+        return f"as_of={version}: {exc}"
     return None
 
 

@@ -266,7 +266,7 @@ class Settings(BaseModel):
         16,
         ge=2,
         description="The most model calls a server request's settings may make for one "
-        "question (a default run makes at most 5); a request above it gets a 422.",
+        "question (a default run makes at most 7); a request above it gets a 422.",
     )
     open_loopback: bool = Field(
         False,
@@ -341,9 +341,8 @@ class Settings(BaseModel):
     @field_validator("client_collections")
     @classmethod
     def _client_collections(cls, value: str) -> str:
-        for name, collections in client_pairs(value):
-            names = collections.split("+")
-            if not name or not all(re.fullmatch(COLLECTION_NAME, c) for c in names):
+        for name, collections in client_collection_pairs(value):
+            if not name or not all(re.fullmatch(COLLECTION_NAME, c) for c in collections):
                 raise ValueError(
                     "use name:collection+collection pairs separated by commas "
                     "(alice:alicedocs+shared,bob:bobdocs)"
@@ -404,6 +403,11 @@ def client_pairs(value: str) -> list[tuple[str, str]]:
     return [(name.strip(), key.strip()) for name, _, key in (p.partition(":") for p in parts)]
 
 
+def client_collection_pairs(value: str) -> list[tuple[str, frozenset[str]]]:
+    """The (client, collections) pairs of a ``client_collections`` value."""
+    return [(name, frozenset(names.split("+"))) for name, names in client_pairs(value)]
+
+
 def client_of(settings: Settings, key: str) -> str | None:
     """The name of the server client whose key this is, compared in constant time; with
     no key configured every request is the one client 'anyone'. None: no such key."""
@@ -423,10 +427,7 @@ def readable_collections(settings: Settings, client: str) -> frozenset[str] | No
     set, or the operator). A client the setting does not list reads none."""
     if not settings.client_collections or client == "operator":
         return None
-    for name, collections in client_pairs(settings.client_collections):
-        if name == client:
-            return frozenset(collections.split("+"))
-    return frozenset()
+    return dict(client_collection_pairs(settings.client_collections)).get(client, frozenset())
 
 
 def choices(name: str) -> tuple[str, ...]:

@@ -41,15 +41,12 @@ def without_unasked_telemetry(settings: Settings, env: MutableMapping[str, str])
 def destinations(settings: Settings) -> list[str]:
     """Every outside address this configuration sends data to, with what goes there."""
     found: dict[str, list[str]] = {}
-    for role in ROLES:
-        spec = chat_spec(settings, role)
+    specs = [(chat_spec(settings, role), f"{role} model") for role in ROLES]
+    specs.append((parse_model_spec(settings.embedding_model, kind="embedding"), "embedding model"))
+    for spec, what in specs:
         if spec.provider != "local":
             where = spec.base_url or PROVIDER_HOSTS.get(spec.provider, f"litellm: {spec.name}")
-            found.setdefault(where, []).append(f"{role} model")
-    embedding = parse_model_spec(settings.embedding_model, kind="embedding")
-    if embedding.provider != "local":
-        where = embedding.base_url or PROVIDER_HOSTS.get(embedding.provider, embedding.name)
-        found.setdefault(where, []).append("embedding model")
+            found.setdefault(where, []).append(what)
     if settings.chroma_host:
         found.setdefault(f"http://{settings.chroma_host}", []).append("vectors (Chroma)")
     if tracing.mode(settings) == "langfuse":
