@@ -30,13 +30,17 @@ def smollm2_env(data: Path, **settings: str) -> dict[str, str]:
     return env
 
 
-def ingest_docs_corpus(env: dict[str, str]) -> None:
+def ingest(env: dict[str, str], folder: Path, collection: str = "docs") -> None:
     subprocess.run(
-        [RAG, "ingest", str(REPO / "docs_corpus"), "--json"],
+        [RAG, "ingest", str(folder), "--collection", collection, "--json"],
         env=env,
         check=True,
         capture_output=True,
     )
+
+
+def ingest_docs_corpus(env: dict[str, str]) -> None:
+    ingest(env, REPO / "docs_corpus")
 
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:

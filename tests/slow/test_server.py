@@ -14,6 +14,8 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from langgraph_sdk import get_client
 from bench.local_service import (
     RAG,
     REPO,
+    ingest,
     ingest_docs_corpus,
     smollm2_env,
     start,
@@ -338,17 +341,31 @@ def test_a_default_server_answers_only_clients_with_its_generated_key(server):
     assert server.http.post("/threads/search", json={}, headers=wrong).status_code == 401
 
 
-def test_each_client_sees_only_its_own_threads(server_env, tmp_path):
-    """Several keys: LangGraph's own auth (server/auth.py) keeps clients apart."""
-    env = {**server_env, "RAG_CLIENT_KEYS": "alice:key-a,bob:key-b"}
+@contextmanager
+def alice_and_bob(
+    env: dict[str, str], tmp_path: Path, alice_timeout: float = 60
+) -> Iterator[tuple[str, httpx.Client, httpx.Client]]:
+    """A `rag serve` with two client keys, and a client for each: (url, alice, bob)."""
+    env = {**env, "RAG_CLIENT_KEYS": "alice:key-a,bob:key-b"}
     port = free_port()
     log = tmp_path / "clients.log"
     proc = start(["serve", "--port", str(port)], env, log)
     url = f"http://127.0.0.1:{port}"
-    alice = httpx.Client(base_url=url, headers={"X-API-Key": "key-a"}, timeout=60)
+    alice = httpx.Client(base_url=url, headers={"X-API-Key": "key-a"}, timeout=alice_timeout)
     bob = httpx.Client(base_url=url, headers={"X-API-Key": "key-b"}, timeout=60)
     try:
         wait_until_up(proc, f"{url}/healthz", log, headers=lambda: {"X-API-Key": "key-a"})
+        yield url, alice, bob
+    finally:
+        alice.close()
+        bob.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_each_client_sees_only_its_own_threads(server_env, tmp_path):
+    """Several keys: LangGraph's own auth (server/auth.py) keeps clients apart."""
+    with alice_and_bob(server_env, tmp_path) as (url, alice, bob):
         mine = alice.post("/threads", json={"metadata": {"topic": "x"}}).json()["thread_id"]
         assert [t["thread_id"] for t in alice.post("/threads/search", json={}).json()] == [mine]
         assert bob.post("/threads/search", json={}).json() == []
@@ -359,11 +376,6 @@ def test_each_client_sees_only_its_own_threads(server_env, tmp_path):
         assert alice.get(f"/threads/{mine}").status_code == 200  # still there, still hers
         nobody = httpx.post(f"{url}/threads/search", json={}, headers={"X-API-Key": "key-c"})
         assert nobody.status_code == 401
-    finally:
-        alice.close()
-        bob.close()
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_one_client_cannot_read_cancel_starve_or_poison_another(server_env, tmp_path):
@@ -372,28 +384,15 @@ def test_one_client_cannot_read_cancel_starve_or_poison_another(server_env, tmp_
     bob_docs = tmp_path / "bob"
     bob_docs.mkdir()
     (bob_docs / "plan.md").write_text("# Plan\n\nBob's release is called Heron.\n")
-    subprocess.run(
-        [RAG, "ingest", str(bob_docs), "--collection", "bobdocs", "--json"],
-        env=server_env,
-        check=True,
-        capture_output=True,
-    )
+    ingest(server_env, bob_docs, "bobdocs")
     env = {
         **server_env,
-        "RAG_CLIENT_KEYS": "alice:key-a,bob:key-b",
         "RAG_CLIENT_COLLECTIONS": "alice:docs,bob:bobdocs",
         "RAG_CLIENT_MAX_THREADS": "4",
         "RAG_CLIENT_MAX_ACTIVE_RUNS": "2",
     }
-    port = free_port()
-    log = tmp_path / "clients.log"
-    proc = start(["serve", "--port", str(port)], env, log)
-    url = f"http://127.0.0.1:{port}"
-    alice = httpx.Client(base_url=url, headers={"X-API-Key": "key-a"}, timeout=600)
-    bob = httpx.Client(base_url=url, headers={"X-API-Key": "key-b"}, timeout=60)
     question = {"assistant_id": "rag", "input": {"question": "What does rag doctor do?"}}
-    try:
-        wait_until_up(proc, f"{url}/healthz", log, headers=lambda: {"X-API-Key": "key-a"})
+    with alice_and_bob(env, tmp_path, alice_timeout=600) as (_, alice, bob):
         assert bob.get("/healthz").json() == {"ok": True}  # lists no collection
 
         # 1. Alice's collection is, to Bob, a collection that does not exist
@@ -450,8 +449,3 @@ def test_one_client_cannot_read_cancel_starve_or_poison_another(server_env, tmp_
         stray = {**mine, "config": {"generator_model": "openai:x@http://127.0.0.1:9/v1"}}
         assert bob.post(f"/threads/{poisoned}/runs/wait", json=stray).status_code == 422
         assert bob.get(f"/threads/{poisoned}/state").status_code == 200
-    finally:
-        alice.close()
-        bob.close()
-        proc.terminate()
-        proc.wait(timeout=30)
