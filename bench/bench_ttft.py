@@ -5,8 +5,8 @@ machine and beside one busy process, in one run.
 
 Each setting answers the same questions through the whole graph (query generation,
 retrieval, generation, verification) on docs_corpus with the default local models,
-after one warm-up question. Reported per setting, as medians: time to the first token
-the generator streams (what `rag ask` shows first), the part of it after retrieval
+after one warm-up question. Reported per setting, as medians: time to the first draft
+token the generator streams (what `rag ask` shows first on a terminal), the part of it after retrieval
 (prompt prefill and the first token), and the whole answer; and each as a ratio to
 the default setting (``llm_threads=0``, all cores) on the idle machine, measured in
 the same run. The busy process is a pure-Python loop: one core taken, as by another
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from graph import build_graph, config_for
-from graph.graph import GENERATOR_NODE
+from graph.draft import DRAFT
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.collection import Collection
 from tools.config import load_settings
@@ -44,16 +44,12 @@ QUESTIONS = [
 def timed_answer(app, question: str, config) -> dict[str, float]:
     started = time.perf_counter()
     generating = first = None
-    for mode, chunk in app.stream(
-        {"question": question}, config, stream_mode=["updates", "messages"]
-    ):
+    for mode, chunk in app.stream({"question": question}, config, stream_mode=["updates", "custom"]):
         now = time.perf_counter() - started
         if mode == "updates" and ("retrieve" in chunk or "rerank" in chunk):
             generating = now
-        elif mode == "messages" and first is None:
-            message, meta = chunk
-            if meta.get("langgraph_node") == GENERATOR_NODE and message.text:
-                first = now
+        elif mode == "custom" and chunk.get("kind") == DRAFT and first is None:
+            first = now
     whole = time.perf_counter() - started
     first = whole if first is None else first  # an abstention streams nothing
     return {

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from pydantic import ValidationError
 from tqdm import tqdm
 
 from evaluation.datasets import Dataset, read_corpus
@@ -40,7 +39,7 @@ from ingest.extract import ExtractOptions
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from tools.collection import Collection
-from tools.config import ConfigError, Settings
+from tools.config import ConfigError, Settings, with_overrides
 from tools.documents import Chunk, short_hash
 from tools.retrieval import Retriever, make_retriever
 
@@ -73,20 +72,6 @@ SHARD_DOCS = 1000  # records per ingested file: bounded files, and progress kept
 
 class EvalError(ValueError):
     """The evaluation cannot run as asked; the message says what to change."""
-
-
-def with_overrides(settings: Settings, updates: Mapping[str, Any]) -> Settings:
-    """``settings`` with ``updates`` applied and validated like any other override."""
-    updates = {k: v for k, v in updates.items() if v is not None}
-    try:
-        return Settings.model_validate({**settings.model_dump(), **updates})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: "
-            f"{e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
-        raise ConfigError(f"invalid evaluation setting: {problems}") from None
 
 
 def check_supported(settings: Settings) -> None:

@@ -15,12 +15,15 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from graph import prompts
 from graph.configuration import settings_for
 from graph.context import context_message
+from graph.draft import STEP, DraftStream, Event
 from graph.guard import decide, nearest_distance, refusal
 from graph.services import Services, services_of
 from graph.state import PER_QUESTION, State
@@ -32,7 +35,7 @@ from tools.config import Settings
 from tools.errors import ModelError
 from tools.grounding import cite_holders, cited_numbers, renumber, strip_markers
 from tools.rerank import rerank
-from tools.resilient import invoke_text
+from tools.resilient import TextSink, invoke_text
 from tools.retrieval import Passage, RetrievalReport, cut, make_retriever
 from tools.structured import invoke_structured
 from tools.vector_store import StaleStoreError
@@ -42,11 +45,22 @@ MAX_DROPPED_LISTED = 20
 HISTORY_TURNS = 6  # messages of history the rephrasing model sees
 
 
+def stream_writer() -> Callable[[Event], None]:
+    """The run's ``custom`` stream (graph/draft.py); a node called on its own, outside a
+    graph run, has none and writes nowhere."""
+    try:
+        return get_stream_writer()
+    except RuntimeError:
+        return lambda _event: None
+
+
 def timed(name: str) -> Callable[[Node], Node]:
     def decorate(node: Node) -> Node:
         def run(
             state: State, config: RunnableConfig, runtime: Runtime[Any] | None = None
         ) -> dict[str, Any]:
+            if runtime is not None:
+                runtime.stream_writer({"kind": STEP, "node": name})
             started = time.perf_counter()
             update = node(state, config, services_of(runtime))
             timings = dict(update.get("timings", state.get("timings")) or {})
@@ -181,16 +195,16 @@ def guard(state: State, config: RunnableConfig, services: Services) -> dict[str,
 def retrieve(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     settings = settings_for(config, state)
 
-    def read(col: Collection) -> tuple[list[Passage], RetrievalReport]:
+    def read(col: Collection) -> tuple[list[Passage], RetrievalReport, int | None]:
         col.require_embedding(settings.embedding_model)
         retriever = make_retriever(col, services.embedder(settings), settings)
-        return col.stable_read(
-            lambda: retriever.retrieve(state["queries"]),
+        return col.stable_read(  # the version read with the passages, not after them
+            lambda: (*retriever.retrieve(state["queries"]), col.version),
             consistent=lambda result: not result[1].missing_vectors,
         )
 
     try:
-        passages, report = services.read_collection(settings, settings.collection, read)
+        passages, report, version = services.read_collection(settings, settings.collection, read)
     except (ModelError, StaleStoreError) as exc:
         return {"passages": [], **failure(exc, "retrieve")}
     keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)
@@ -198,6 +212,7 @@ def retrieve(state: State, config: RunnableConfig, services: Services) -> dict[s
     beyond = [cut(p, "top_k", f"ranked below the top {keep}") for p in passages[keep:]]
     info = {
         "collection": settings.collection,
+        "version": version,  # the collection version answered from (as_of, or the latest)
         "candidates": report.candidates,
         "over_threshold": report.over_threshold,
         "duplicates": report.duplicates,
@@ -256,8 +271,10 @@ def _answer(
     *,
     numbers: list[int] | None = None,
     feedback: list[str] | None = None,
+    sink: TextSink | None = None,
 ) -> str:
-    """The generator's answer to ``question`` from ``passages`` (numbered ``numbers``)."""
+    """The generator's answer to ``question`` from ``passages`` (numbered ``numbers``);
+    with ``sink``, streamed into it instead of to the run's message listeners."""
     prompt = prompts.ANSWER_SHORT if settings.answer_style == "short" else prompts.ANSWER
     instructions = prompt.text.format(not_found=prompts.NOT_FOUND, question=question)
     if feedback:
@@ -268,7 +285,8 @@ def _answer(
         [context_message(passages, numbers), HumanMessage(instructions)],
         retries=settings.llm_max_retries,
         what="answer generation",
-        config=config,
+        config={**config, "tags": [*(config.get("tags") or []), TAG_NOSTREAM]} if sink else config,
+        sink=sink,
     )
     return prompts.without_notes(draft)
 
@@ -285,6 +303,7 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
             state["passages"],
             config,
             feedback=state.get("feedback"),
+            sink=DraftStream(len(state["passages"]), attempts, stream_writer()),
         )
     except ModelError as exc:
         return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}

@@ -24,6 +24,8 @@ class InputState(TypedDict, total=False):
 
 class OutputState(TypedDict, total=False):
     answer: str
+    # what the generator read, numbered as the answer cites them (its retrieval diagnosis)
+    passages: list[dict[str, Any]]
     references: list[str]
     citations: list[dict[str, Any]]
     verdict: dict[str, Any]
@@ -46,7 +48,6 @@ class OutputState(TypedDict, total=False):
 
 
 class State(InputState, OutputState, total=False):
-    passages: list[dict[str, Any]]
     draft: str
     feedback: list[str]  # unsupported statements (with missing literals) from the last check
     abstain_reason: str

@@ -20,9 +20,9 @@ from langchain_core.messages import (
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for
-from graph.graph import GENERATOR_NODE
 from graph.services import Services
 from graph.state import OutputState
+from rag_cli.live import LiveAnswer
 from rag_ui.exchange import PromptRecorder, prompt_note
 from tools.config import Settings, choices
 from tools.local_llm import cancel_running
@@ -69,22 +69,6 @@ def _configurable(args: argparse.Namespace, settings: Settings) -> dict[str, Any
     return {**settings.model_dump(), **{k: v for k, v in values.items() if v is not None}}
 
 
-def _progress(node: str, update: dict[str, Any]) -> None:
-    seconds = (update.get("timings") or {}).get(node)
-    extra = ""
-    if node == "retrieve":
-        info = update.get("retrieval") or {}
-        extra = f" ({info.get('kept', 0)} passages of {info.get('candidates', 0)} candidates)"
-    elif node == "verify":
-        verdict = update.get("verdict") or {}
-        extra = f" (verified={verdict.get('grounded')}, confidence={verdict.get('confidence')})"
-    print(
-        f"  {node}: {seconds:.2f}s{extra}" if seconds is not None else f"  {node}",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
 def answer(
     app: Any,
     inputs: dict[str, Any],
@@ -92,36 +76,28 @@ def answer(
     show: bool,
     services: Services | None = None,
 ) -> dict[str, Any]:
-    """Run the graph; with ``show``, stream the answer's tokens to stdout as the generator
-    writes them and print each node as it finishes (to stderr).
+    """Run the graph; with ``show``, print each node as it finishes (stderr) and, on a
+    terminal, the draft as the generator writes it (rag_cli/live.py).
 
-    The answer object then carries ``streamed``: the text already shown, so the caller
-    does not print it twice.
+    The answer object then carries ``streamed``: the answer text the screen already
+    shows, so the caller does not print it twice.
     """
     result: dict[str, Any] = {}
-    streamed: list[str] = []
-    modes = ["updates", "values", "messages"] if show else ["updates", "values"]
-    for mode, chunk in app.stream(inputs, config, stream_mode=modes, context=services):
-        if mode == "messages":
-            message, meta = chunk
-            if meta.get("langgraph_node") == GENERATOR_NODE and message.text:
-                if not streamed:
-                    print()
-                streamed.append(message.text)
-                print(message.text, end="", flush=True)
-        elif mode == "updates" and show:
-            for node, update in chunk.items():
-                if node == GENERATOR_NODE and streamed:
-                    print(flush=True)
-                _progress(node, update or {})
-                if node == GENERATOR_NODE and not (update or {}).get("abstain_reason"):
-                    print("  verify: checking the answer against its passages...", file=sys.stderr)
-                if node == "verify" and not (update or {}).get("verdict", {}).get("grounded"):
-                    streamed.clear()  # a regeneration may follow: it streams afresh
-        elif mode == "values":
+    live = LiveAnswer(sys.stdout, sys.stderr) if show else None
+    for mode, chunk in app.stream(
+        inputs, config, stream_mode=["updates", "values", "custom"], context=services
+    ):
+        if mode == "values":
             result = chunk
+        elif live and mode == "custom":
+            live.event(chunk)
+        elif live and mode == "updates":
+            for node, update in chunk.items():
+                live.step(node, update or {})
     out = {k: result.get(k) for k in OUTPUT_KEYS}
-    return {**out, "streamed": "".join(streamed)} if show else out
+    if live is None:
+        return out
+    return {**out, "streamed": out["answer"] if live.finish(out["answer"] or "") else ""}
 
 
 def unverified_reason(verdict: dict[str, Any]) -> str:

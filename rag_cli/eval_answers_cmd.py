@@ -13,11 +13,11 @@ from typing import Any
 from evaluation import answer_report
 from evaluation.answers import evaluate_answers
 from evaluation.datasets import Dataset
-from evaluation.retrieval import prepare_collection, with_overrides
+from evaluation.retrieval import prepare_collection
 from evaluation.splits import SPLITS, provenance
 from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
 from tools.collection import Collection
-from tools.config import Settings
+from tools.config import Settings, with_overrides
 from tools.models import embeddings
 
 

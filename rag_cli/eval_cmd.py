@@ -22,7 +22,7 @@ from evaluation.report import (
     markdown_report,
     write_outputs,
 )
-from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_sweep, with_overrides
+from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_sweep
 from graph.services import or_shared
 from ingest.partition import SPLITTERS
 from ingest.pipeline import IngestError
@@ -33,7 +33,7 @@ from rag_cli import (
     eval_planted_cmd,
     eval_verifier_cmd,
 )
-from tools.config import Settings
+from tools.config import Settings, with_overrides
 
 # flag -> setting, for the retrieval and ingestion settings an evaluation may override
 SETTING_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {

@@ -38,6 +38,12 @@ class SafeStream:
         return getattr(self.stream, name)
 
 
+def unescaped(stream: TextIO) -> TextIO:
+    """The stream under a ``SafeStream``: for a caller writing its own control sequences
+    (rag_cli/live.py), never text from a document or a model."""
+    return stream.stream if isinstance(stream, SafeStream) else stream
+
+
 @contextmanager
 def safe_terminal() -> Iterator[None]:
     """stdout and stderr (and the log handlers writing to them) escape control characters

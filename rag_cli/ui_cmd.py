@@ -6,14 +6,15 @@ import argparse
 import sys
 
 from rag_cli.serve_cmd import answering, is_loopback
-from tools.collection import check_collections
-from tools.config import Settings
+from tools.collection import Collection, check_collections
+from tools.config import Settings, with_overrides
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = sub.add_parser("ui", help="a local chat page: answers, sources, prompt, flagging")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8124)
+    parser.add_argument("--collection", help="the collection to answer from")
     parser.set_defaults(run=run)
     return parser
 
@@ -39,7 +40,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if problem:
         print(f"rag ui: error: {problem}", file=sys.stderr)
         return 2
+    settings = with_overrides(settings, {"collection": args.collection})
     check_collections(settings)
+    if args.collection:  # a name the user typed: unknown is an error now, not at the question
+        Collection(settings, args.collection).close()
     open_page = settings.open_loopback or settings.allow_remote
     token = None if open_page else new_token()
     print(

@@ -38,7 +38,7 @@ from starlette.staticfiles import StaticFiles
 
 from graph import build_graph, config_for
 from graph.configuration import PER_QUESTION_FIELDS
-from graph.graph import GENERATOR_NODE
+from graph.draft import DRAFT, DRAFT_RESET, STEP
 from graph.services import Services
 from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, check_comment, flags_file
@@ -195,7 +195,7 @@ class ChatApp:
             async for mode, chunk in self.graph.astream(
                 inputs,
                 config,
-                stream_mode=["updates", "messages"],
+                stream_mode=["updates", "custom"],
                 context=self.services,
             ):
                 if mode == "updates":
@@ -204,11 +204,13 @@ class ChatApp:
                         seconds = None if total is None else round(total - spent.get(node, 0), 4)
                         spent[node] = total or 0.0
                         yield _event("step", {"node": node, "seconds": seconds})
-                    continue
-                message, meta = chunk
-                if meta.get("langgraph_node") == GENERATOR_NODE and message.text:
+                elif chunk.get("kind") == STEP:  # graph/draft.py: what runs now
+                    yield _event("running", {"node": chunk["node"]})
+                elif chunk.get("kind") == DRAFT:
                     first_token = first_token or time.perf_counter() - started
-                    yield _event("token", {"text": message.text, "call": str(message.id)})
+                    yield _event("token", {"text": chunk["text"], "call": chunk["attempt"]})
+                elif chunk.get("kind") == DRAFT_RESET:
+                    yield _event("draft_reset", {"call": chunk["attempt"]})
         except ValueError as exc:  # input the graph refuses, a configuration problem
             yield _event("error", {"message": str(exc)})
             return

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
 from tools.keyword_index import tokenize
@@ -69,6 +69,23 @@ class RuleChat(BaseChatModel):
             return ChatResult(generations=[ChatGeneration(message=message)])
         text = self.respond(list(messages))
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        """The reply in 3-character pieces, as a real model splits words and markers."""
+        message = self._generate(messages, stop, run_manager, **kwargs).generations[0].message
+        if kwargs.get("logprobs"):  # a verdict token with its probabilities, in one piece
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=message.content, response_metadata=message.response_metadata
+                )
+            )
+            return
+        text = message.text
+        for start in range(0, max(len(text), 1), 3):  # an empty reply is one empty piece
+            piece = text[start : start + 3]
+            if run_manager:
+                run_manager.on_llm_new_token(piece)
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
 
     def with_structured_output(self, schema, **_):
         return self | parser_for(schema)

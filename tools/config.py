@@ -505,6 +505,18 @@ def load_settings(
         raise ConfigError(_explain(exc, sources)) from None
 
 
+def with_overrides(
+    settings: Settings, updates: Mapping[str, Any], source: str = "command line"
+) -> Settings:
+    """``settings`` with ``updates`` (None: unchanged) applied and validated like any
+    other override."""
+    updates = {k: v for k, v in updates.items() if v is not None}
+    try:
+        return Settings.model_validate({**settings.model_dump(), **updates})
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, dict.fromkeys(updates, source))) from None
+
+
 def _explain(exc: ValidationError, sources: Mapping[str, str]) -> str:
     lines = ["invalid configuration:"]
     for err in exc.errors():

@@ -15,7 +15,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -76,6 +76,16 @@ def with_retries(
     raise AssertionError("unreachable")
 
 
+class TextSink(Protocol):
+    """Where a streamed reply's pieces go as the model writes them."""
+
+    def start(self) -> None: ...  # an attempt begins: what the last one sent is void
+
+    def piece(self, text: str) -> None: ...
+
+    def close(self) -> None: ...  # the reply is complete
+
+
 def invoke_text(
     model: BaseChatModel,
     messages: list[BaseMessage],
@@ -83,11 +93,25 @@ def invoke_text(
     retries: int,
     what: str,
     config: RunnableConfig | None = None,
+    sink: TextSink | None = None,
 ) -> str:
-    """The model's non-empty reply text; an empty reply counts as a failed attempt."""
+    """The model's non-empty reply text; an empty reply counts as a failed attempt.
+
+    With ``sink``, the reply is streamed into it piece by piece (each retry starts it
+    again); the caller's config should then keep the raw tokens from other listeners.
+    """
 
     def call() -> str:
-        text = model.invoke(messages, config).text.strip()
+        if sink is None:
+            text = model.invoke(messages, config).text.strip()
+        else:
+            sink.start()
+            pieces = []
+            for chunk in model.stream(messages, config):
+                pieces.append(chunk.text)
+                sink.piece(chunk.text)
+            sink.close()
+            text = "".join(pieces).strip()
         if not text:
             raise EmptyReplyError(f"{what}: the model returned an empty reply")
         return text

@@ -156,26 +156,39 @@ function newTurn(question) {
     el("div", { class: "question" }, question), steps, answer);
   $("turns").append(box);
   box.scrollIntoView({ block: "end" });
+  // what runs now (the graph's "step started" events): a 60 s generation is not a hang
+  const running = el("span", { class: "step running", "data-testid": "running" });
   let text = "";
   let call = null;
   let tokens = 0; // shown as data-tokens: how many pieces arrived before the whole answer
   return {
     fail(message) {
-      answer.classList.remove("streaming");
+      answer.classList.remove("streaming", "draft");
+      running.remove();
       box.append(el("div", { class: "error", "data-testid": "error" }, message));
     },
     on({ name, data }) {
-      if (name === "step") {
+      if (name === "running") {
+        running.textContent = `${data.node}…`;
+        steps.append(running);
+      } else if (name === "step") {
         const seconds = data.seconds == null ? "" : ` ${data.seconds.toFixed(2)}s`;
+        running.remove();
         steps.append(el("span", { class: "step" }, `${data.node}${seconds}`));
       } else if (name === "token") {
-        if (call !== null && data.call !== call) text = ""; // a regenerated answer restarts
+        // a draft, not yet checked: a regenerated answer or a reset starts it over
+        if (call !== null && data.call !== call) text = "";
         call = data.call;
         text += data.text;
+        answer.classList.add("draft");
         answer.textContent = text;
         answer.setAttribute("data-tokens", ++tokens);
+      } else if (name === "draft_reset") {
+        text = "";
+        answer.textContent = "";
       } else if (name === "answer") {
-        answer.classList.remove("streaming");
+        answer.classList.remove("streaming", "draft");
+        running.remove();
         answer.setAttribute("data-done", "true");
         showExchange(box, answer, data);
       } else if (name === "error") {
@@ -319,7 +332,7 @@ function queriesPanel(ex) {
 function passagesPanel(ex) {
   const r = ex.retrieval || {};
   const summary = el("div", { class: "muted" },
-    `collection ${r.collection} · ${r.candidates ?? 0} candidates · ${r.over_threshold ?? 0} ` +
+    `collection ${r.collection}${r.version != null ? ` (version ${r.version})` : ""} · ${r.candidates ?? 0} candidates · ${r.over_threshold ?? 0} ` +
     `beyond the distance threshold ${r.threshold} · ${r.duplicates ?? 0} duplicates · ` +
     `${ex.passages.length} given to the generator`);
   const rows = [

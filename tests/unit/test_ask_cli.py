@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from graph import prompts
 from graph.services import Services
 from rag_cli.ask_cmd import unverified_reason
 from rag_cli.main import main
@@ -25,6 +26,9 @@ def test_ask_json_prints_the_answer_object(corpus_env, models, capsys):
         "references",
     }
     assert out["citations"][0]["source"] == "docs/install.md"
+    # what the generator read (an abstention is diagnosed from it), and from which version
+    assert out["passages"][0]["source"] == "docs/install.md" and out["passages"][0]["text"]
+    assert out["retrieval"]["version"] == 1
 
 
 def test_ask_thread_keeps_history_between_calls(corpus_env, models, capsys):
@@ -80,12 +84,25 @@ def test_ask_streams_the_answer_once_then_references_and_verdict(corpus_env, mod
     assert "verify: checking the answer" in captured.err
 
 
-def test_a_regenerated_answer_is_shown_in_full_and_marked(corpus_env, models, capsys):
+def test_a_regenerated_answer_prints_once_and_its_rejected_draft_never_in_a_pipe(
+    corpus_env, models, capsys
+):
     models.answer = ["Install with `pip` [1].", "Run make demo to install the service [1]."]
     assert main(["ask", "How do I install the service?"], services=models.services) == 0
-    out = capsys.readouterr().out
-    assert "Install with `pip`" in out and out.count("Run make demo to install") == 1
-    assert "Verified" in out
+    captured = capsys.readouterr()
+    assert "Install with `pip`" not in captured.out
+    assert captured.out.count("Run make demo to install") == 1
+    assert "Verified" in captured.out
+    assert "generate_answer (attempt 2)" in captured.err  # its own time, not the sum
+
+
+def test_an_abstention_never_shows_its_draft_or_the_marker_in_a_pipe(corpus_env, models, capsys):
+    models.answer = f"The capital of Australia is Canberra [2][3]. {prompts.NOT_FOUND}"
+    assert main(["ask", "What is the capital of Australia?"], services=models.services) == 0
+    captured = capsys.readouterr()
+    assert "Canberra" not in captured.out
+    assert prompts.NOT_FOUND not in captured.out + captured.err
+    assert "The documents do not say" in captured.out and "(abstained)" in captured.out
 
 
 def test_not_verified_says_why(corpus_env, models, capsys):

@@ -8,6 +8,7 @@ import re
 import pytest
 from starlette.testclient import TestClient
 
+from graph import prompts
 from graph.graph import DIRECT_PATH
 from rag_cli.main import main
 from rag_cli.ui_cmd import exposure_problem
@@ -95,8 +96,24 @@ def test_prompt_of_a_regenerated_answer_carries_the_feedback(client, models):
     assert "Install with `pip`" in ex["prompt"][1]["content"]  # the rejected statement, as sent
     calls = {data["call"] for name, data in result["events"] if name == "token"}
     assert len(calls) == 2  # the page restarts the streamed text on a new generator call
-    runs = [d["seconds"] for name, d in result["events"] if d.get("node") == "generate_answer"]
+    runs = [
+        d["seconds"]
+        for name, d in result["events"]
+        if name == "step" and d["node"] == "generate_answer"
+    ]
     assert len(runs) == 2 and sum(runs) == pytest.approx(ex["timings"]["generate_answer"], abs=1e-3)
+    running = [d["node"] for name, d in result["events"] if name == "running"]
+    assert running.count("generate_answer") == 2 and running[0] == "start_question"
+
+
+def test_the_page_never_receives_the_not_found_marker_and_withdraws_the_draft(client, models):
+    models.answer = f"Run make demo to install the service [1]. {prompts.NOT_FOUND}"
+    result = ask(client, new_session(client))
+    names = [name for name, _ in result["events"]]
+    assert "token" in names and names.index("draft_reset") > names.index("token")
+    streamed = [data for name, data in result["events"] if name != "answer"]
+    assert prompts.NOT_FOUND not in json.dumps(streamed) + result["exchange"]["answer"]
+    assert result["exchange"]["outcome"] == "abstained"
 
 
 def test_follow_up_is_rephrased_within_a_session_only(client, models):
@@ -232,6 +249,11 @@ def test_ui_binds_loopback_unless_remote_is_allowed(capsys):
     assert exposure_problem("0.0.0.0", load_settings({"allow_remote": True})) is None
     assert main(["ui", "--host", "0.0.0.0"]) == 2
     assert "refusing to serve the chat page on 0.0.0.0" in capsys.readouterr().err
+
+
+def test_ui_takes_collection_like_ask_and_names_an_unknown_one(corpus_env, capsys):
+    assert main(["ui", "--collection", "nope"]) == 2
+    assert "unknown collection 'nope'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
