@@ -1,16 +1,18 @@
-"""Time to the first answer token and to the whole answer, per ``llm_threads``, on an idle
-machine and beside one busy process, in one run.
+"""Time to the first answer token and to the whole answer, per value of one setting, on an
+idle machine and beside one busy process, in one run.
 
-    .venv/bin/python bench/bench_ttft.py [--threads 0,1,2] [--questions 2] [--json]
+    .venv/bin/python bench/bench_ttft.py [--vary evidence=passages,sentences]
+        [--loads idle,busy] [--questions 3] [--json]
 
-Each setting answers the same questions through the whole graph (query generation,
-retrieval, generation, verification) on docs_corpus with the default local models,
-after one warm-up question. Reported per setting, as medians: time to the first draft
-token the generator streams (what `rag ask` shows first on a terminal), the part of it after retrieval
-(prompt prefill and the first token), and the whole answer; and each as a ratio to
-the default setting (``llm_threads=0``, all cores) on the idle machine, measured in
-the same run. The busy process is a pure-Python loop: one core taken, as by another
-user's job.
+Each value answers the same questions through the whole graph (query generation,
+retrieval, evidence, generation, verification) on docs_corpus with the default local
+models, after one warm-up question. Reported per value, as medians: time to the first
+draft token (what `rag ask` shows first on a terminal), the part of it after retrieval
+(selecting evidence, reading the prompt, writing the first token), the whole answer,
+the prompt the generator read (characters of passages), and each time as a ratio to the
+first value on the idle machine, measured in the same run. The busy process is a
+pure-Python loop: one core taken, as by another user's job. ``--vary llm_threads=0,1,2``
+measures threads the same way.
 """
 
 from __future__ import annotations
@@ -43,19 +45,26 @@ QUESTIONS = [
 
 def timed_answer(app, question: str, config) -> dict[str, float]:
     started = time.perf_counter()
-    generating = first = None
-    for mode, chunk in app.stream({"question": question}, config, stream_mode=["updates", "custom"]):
+    retrieved = first = None
+    final: dict = {}
+    for mode, chunk in app.stream(
+        {"question": question}, config, stream_mode=["updates", "custom", "values"]
+    ):
         now = time.perf_counter() - started
-        if mode == "updates" and ("retrieve" in chunk or "rerank" in chunk):
-            generating = now
+        if mode == "updates" and "retrieve" in chunk:
+            retrieved = now
         elif mode == "custom" and chunk.get("kind") == DRAFT and first is None:
             first = now
+        elif mode == "values":
+            final = chunk
     whole = time.perf_counter() - started
     first = whole if first is None else first  # an abstention streams nothing
     return {
         "first_token_s": first,
-        "after_retrieval_s": first - (generating or 0),
+        "after_retrieval_s": first - (retrieved or 0),
         "whole_s": whole,
+        "prompt_chars": sum(len(p["text"]) for p in final.get("passages") or []),
+        "verified": float(final.get("outcome") == "verified"),
     }
 
 
@@ -65,10 +74,12 @@ def busy() -> subprocess.Popen:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", default="0,1,2")
-    parser.add_argument("--questions", type=int, default=2)
+    parser.add_argument("--vary", default="evidence=passages,sentences", metavar="NAME=V1,V2")
+    parser.add_argument("--loads", default="idle,busy")
+    parser.add_argument("--questions", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    name, _, values = args.vary.partition("=")
     questions = QUESTIONS[: args.questions]
     data = Path(tempfile.mkdtemp(prefix="bench-ttft-"))
     settings = load_settings({"data_dir": data})
@@ -81,9 +92,9 @@ def main() -> int:
     ).run([CORPUS])
     app = build_graph()
     rows = []
-    for load in ("idle", "busy"):
-        for threads in (int(t) for t in args.threads.split(",")):
-            config = config_for(data_dir=data, llm_threads=threads, llm_timeout_s=1800)
+    for load in args.loads.split(","):
+        for value in values.split(","):
+            config = config_for(data_dir=data, llm_timeout_s=1800, **{name: value})
             burner = busy() if load == "busy" else None
             try:
                 timed_answer(app, WARM_UP, config)
@@ -91,12 +102,12 @@ def main() -> int:
             finally:
                 if burner:
                     burner.kill()
-            row = {"load": load, "llm_threads": threads}
+            row = {"load": load, name: value}
             for key in runs[0]:
                 row[key] = round(statistics.median(r[key] for r in runs), 2)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    base = next(r for r in rows if r["load"] == "idle" and r["llm_threads"] == 0)
+    base = rows[0]
     for row in rows:
         row["first_token_ratio"] = round(row["first_token_s"] / base["first_token_s"], 2)
         row["whole_ratio"] = round(row["whole_s"] / base["whole_s"], 2)
@@ -105,17 +116,17 @@ def main() -> int:
         return 0
     print(
         f"cores: {os.cpu_count()}; medians over {len(questions)} questions; ratios to "
-        "llm_threads=0 idle"
+        f"{name}={base[name]} {base['load']}"
     )
     print(
-        "| load | llm_threads | first token s | after retrieval s | whole s | first/base "
-        "| whole/base |"
+        f"| load | {name} | first token s | after retrieval s | whole s | prompt chars "
+        "| first/base | whole/base |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['load']} | {r['llm_threads']} | {r['first_token_s']} | "
-            f"{r['after_retrieval_s']} | {r['whole_s']} | {r['first_token_ratio']} | "
+            f"| {r['load']} | {r[name]} | {r['first_token_s']} | {r['after_retrieval_s']} | "
+            f"{r['whole_s']} | {r['prompt_chars']:.0f} | {r['first_token_ratio']} | "
             f"{r['whole_ratio']} |"
         )
     return 0

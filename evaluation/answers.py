@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from evaluation.judge import JUDGE, judge_answer
 from evaluation.metrics import latency_summary
-from evaluation.squad import QAItem, exact_match, token_f1
+from evaluation.squad import QAItem, contains_answer, exact_match, token_f1
 from evaluation.verifier import precision_floor
 from graph import build_graph
 from graph.graph import config_for
@@ -51,7 +51,9 @@ VERDICT_KEYS = (
 )
 
 
-def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
+def _score_item(item: QAItem, out: dict[str, Any], style: str) -> dict[str, Any]:
+    """``style`` short: SQuAD's scores, right at token F1 >= SAME_ANSWER_F1; full: right
+    when the answer states a gold answer (``contains_answer``)."""
     answer = strip_markers(out["answer"], set()).strip()
     abstained = bool(out["abstained"])
     scores: dict[str, Any] = {}
@@ -71,7 +73,11 @@ def _score_item(item: QAItem, out: dict[str, Any]) -> dict[str, Any]:
                 verdict["citations_needed"] / verdict["citations"], 4
             )
         if item.answerable is not None:  # known gold: was the answer right?
-            scores["right"] = bool(item.answerable) and scores["f1"] >= SAME_ANSWER_F1
+            scores["right"] = bool(item.answerable) and (
+                scores["f1"] >= SAME_ANSWER_F1
+                if style == "short"
+                else contains_answer(answer, item.answers)
+            )
     return scores
 
 
@@ -122,7 +128,7 @@ def evaluate_answers(
             "queries": out["queries"],
             "sources": [c["source"] for c in out["citations"]],
             "trace_id": out.get("trace_id"),
-            "scores": _score_item(item, out),
+            "scores": _score_item(item, out, settings.answer_style),
         }
         if out.get("error"):  # a model fault the graph survived (abstained or unverified)
             record["fault"] = "{type} in {stage}: {message}".format(**out["error"])
@@ -255,6 +261,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "f1": _mean(collect("f1", answerable)),
         "abstention_accuracy": _mean(collect("correct_abstention", unanswerable)),
         "false_abstention_rate": _mean([float(r["abstained"]) for r in answerable]),
+        # answerable questions answered right, verified or not (None: no gold to judge by)
+        "right_rate": _mean([float(bool(r["scores"].get("right"))) for r in answerable]),
         "grounded_rate": _mean(collect("grounded", answered)),
         "citation_recall": _mean(collect("citation_recall", answered)),
         "citation_precision": _mean(collect("citation_precision", answered)),

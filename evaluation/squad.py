@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.datasets import DatasetError, read_jsonl
-from evaluation.splits import Split, excluded_from_test, side_of
+from evaluation.splits import SPLITS, Split, excluded_from_test, side_of
 from tools.answer_check import normalize_answer, token_overlap
 
 SQUAD_DEV = Path("squad2-dev") / "dev-v2.0.json"  # under the eval_data_dir setting
@@ -30,7 +31,8 @@ class QAItem:
     question: str
     answers: tuple[str, ...] = ()
     answerable: bool | None = None  # None: unknown (a question set without gold answers)
-    context_id: str = ""  # the paragraph the question was written from
+    context_id: str = ""  # the paragraph (or the page) the question was written from
+    split: str = ""  # dev or test, for a question set that carries its frozen split
 
 
 @dataclass
@@ -101,12 +103,17 @@ def load_questions(path: Path) -> list[QAItem]:
         answers = record.get("answers")
         if answers is not None and not isinstance(answers, list):
             raise DatasetError(f"{path}:{number}: 'answers' must be a list of strings")
+        split = record.get("split", "")
+        if split not in ("", *SPLITS):
+            raise DatasetError(f"{path}:{number}: 'split' must be one of {SPLITS}")
         items.append(
             QAItem(
                 str(record.get("id", number)),
                 str(record["question"]),
                 tuple(str(a) for a in answers or ()),
                 None if answers is None else bool(answers),
+                context_id=str(record.get("source", "")),
+                split=split,
             )
         )
     if not items:
@@ -119,6 +126,26 @@ def exact_match(prediction: str, golds: tuple[str, ...]) -> float:
     return max(
         (float(normalize_answer(prediction) == normalize_answer(g)) for g in golds), default=0.0
     )
+
+
+# a word, number, command, option or path as a reader would match it: "-x" is not "x",
+# "125." is "125"
+_ANSWER_TOKEN = re.compile(r"-{0,2}\w[\w./-]*")
+
+
+def _answer_tokens(text: str) -> list[str]:
+    return [t.rstrip(".-/") for t in _ANSWER_TOKEN.findall(text.lower())]
+
+
+def contains_answer(prediction: str, golds: tuple[str, ...]) -> bool:
+    """Whether a full-sentence answer states a gold answer: its tokens, in order and
+    adjacent. (Token F1 against a short gold span marks every sentence wrong.)"""
+    said = _answer_tokens(prediction)
+    for gold in golds:
+        want = _answer_tokens(gold)
+        if want and any(said[i : i + len(want)] == want for i in range(len(said))):
+            return True
+    return False
 
 
 def token_f1(prediction: str, golds: tuple[str, ...]) -> float:

@@ -2,11 +2,11 @@
 
 start_question (every per-question field fresh: state.PER_QUESTION)
   -> generate_queries -> [guard (off-topic or blocked, guard=refuse: -> finalize)]
-  -> retrieve -> [rerank] -> generate_answer -> verify -> finalize
-        |            |              |  ^           |
-        +------------+--> finalize  |  +-----------+ (not grounded,
-        (no passages: abstain)      |   attempts <= max_regenerations)
-                                    +-> finalize (model says not found)
+  -> retrieve -> [rerank] -> [select_evidence] -> generate_answer -> verify -> finalize
+        |            |                                |  ^           |
+        +------------+--> finalize                    |  +-----------+ (not grounded,
+        (no passages: abstain)                        |   attempts <= max_regenerations)
+                                                      +-> finalize (model says not found)
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ NODES = {
     "guard": nodes.guard,  # only with the topic guard on
     "retrieve": nodes.retrieve,
     "rerank": nodes.rerank_passages,  # only with a reranker
+    "select_evidence": nodes.select_evidence,  # only with evidence=sentences (the default)
     "generate_answer": nodes.generate_answer,
     "verify": nodes.verify,
     "finalize": nodes.finalize,
@@ -52,9 +53,14 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_conditional_edges("generate_queries", nodes.after_queries, ["guard", "retrieve"])
     builder.add_conditional_edges("guard", nodes.after_guard, ["retrieve", "finalize"])
     builder.add_conditional_edges(
-        "retrieve", nodes.after_retrieve, ["rerank", "generate_answer", "finalize"]
+        "retrieve",
+        nodes.after_retrieve,
+        ["rerank", "select_evidence", "generate_answer", "finalize"],
     )
-    builder.add_conditional_edges("rerank", nodes.after_rerank, ["generate_answer", "finalize"])
+    builder.add_conditional_edges(
+        "rerank", nodes.after_rerank, ["select_evidence", "generate_answer", "finalize"]
+    )
+    builder.add_edge("select_evidence", "generate_answer")
     builder.add_conditional_edges("generate_answer", nodes.after_answer, ["verify", "finalize"])
     builder.add_conditional_edges("verify", nodes.after_verify, ["generate_answer", "finalize"])
     builder.add_edge("finalize", END)

@@ -28,11 +28,12 @@ from graph.guard import decide, nearest_distance, refusal
 from graph.services import Services, services_of
 from graph.state import PER_QUESTION, State
 from graph.verification import agreement_of, verify_answer
-from tools import tracing
+from tools import evidence, tracing
 from tools.answer_check import SAME_ANSWER_F1
 from tools.collection import Collection
 from tools.config import Settings
 from tools.errors import ModelError
+from tools.evidence import KEYWORD_WEIGHT
 from tools.grounding import cite_holders, cited_numbers, renumber, strip_markers
 from tools.rerank import rerank
 from tools.resilient import TextSink, invoke_text
@@ -262,6 +263,41 @@ def rerank_passages(state: State, config: RunnableConfig, services: Services) ->
     return {"passages": [asdict(p) for p in kept], "retrieval": info}
 
 
+@timed("select_evidence")
+def select_evidence(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+    """The sentences of the kept passages that bear on the question (tools/evidence.py):
+    what the generator and the verifier read instead of whole passages."""
+    settings = settings_for(config, state)
+    passages = [Passage(**p) for p in state["passages"]]
+    units = evidence.units_of(passages)
+    try:
+        scores = evidence.score_units(
+            units, passages, state["queries"], services.embedder(settings), KEYWORD_WEIGHT
+        )
+    except ModelError as exc:  # selection only narrows: read the whole passages instead
+        info = {**(state.get("retrieval") or {}), "evidence_error": str(exc)}
+        return {"retrieval": info}
+    kept = evidence.select(
+        passages, units, scores, settings.evidence_chars, settings.evidence_neighbours
+    )
+    left_out = {p.chunk_ids[0] for p in passages} - {p.chunk_ids[0] for p in kept}
+    info = dict(state.get("retrieval") or {})
+    info["evidence"] = {
+        "units": len(units),
+        "chars_read": sum(len(p.text) for p in kept),
+        "chars_retrieved": sum(len(p.text) for p in passages),
+    }
+    info["dropped"] = _best_cut(
+        [
+            cut(p, "evidence", "no sentence among the closest to the question")
+            for p in passages
+            if p.chunk_ids[0] in left_out
+        ]
+        + list(info.get("dropped") or [])
+    )
+    return {"passages": [asdict(p) for p in kept], "retrieval": info}
+
+
 def _answer(
     settings: Settings,
     services: Services,
@@ -476,11 +512,17 @@ def after_guard(state: State) -> str:
 def after_retrieve(state: State, config: RunnableConfig) -> str:
     if not state.get("passages"):
         return "finalize"
-    return "rerank" if settings_for(config, state).rerank != "none" else "generate_answer"
+    return "rerank" if settings_for(config, state).rerank != "none" else to_reader(state, config)
 
 
-def after_rerank(state: State) -> str:
-    return "generate_answer" if state.get("passages") else "finalize"
+def after_rerank(state: State, config: RunnableConfig) -> str:
+    return to_reader(state, config) if state.get("passages") else "finalize"
+
+
+def to_reader(state: State, config: RunnableConfig) -> str:
+    """The node that prepares what the generator reads: evidence, or the passages as is."""
+    evidence_mode = settings_for(config, state).evidence
+    return "select_evidence" if evidence_mode == "sentences" else "generate_answer"
 
 
 def after_answer(state: State) -> str:

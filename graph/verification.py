@@ -62,6 +62,7 @@ from tools.grounding import (
     cited_clauses,
     flags_in,
     found_phrase,
+    given_by,
     literal_kind,
     missing_facts,
     quote_of,
@@ -134,12 +135,13 @@ def planted_words(question: str, draft: str, passages: Sequence[dict[str, Any]])
     return list(dict.fromkeys(w for w in found if not set(tokenize(w)) <= asked))
 
 
-def _gaps(clause: str, passage: str, extractive: bool) -> list[str]:
+def _gaps(clause: str, passage: str, extractive: bool, question: str) -> list[str]:
     obeyed = obeyed_words(clause, passage)
     followed = [f"{FOLLOWS} ({', '.join(obeyed)})"] if obeyed else []
     quote = quote_of(clause)
     unquoted = [NOT_QUOTED] if extractive and quote and not found_phrase(quote, passage) else []
-    return missing_facts(clause, passage) + followed + unquoted
+    missing = [m for m in missing_facts(clause, passage) if not given_by(m, question)]
+    return missing + followed + unquoted
 
 
 def _claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[int]]]]]:
@@ -266,13 +268,18 @@ class CitationCheck(NamedTuple):
 
 
 def citation_problems(
-    draft: str, passages: Sequence[dict[str, Any]], *, extractive: bool = False
+    draft: str,
+    passages: Sequence[dict[str, Any]],
+    *,
+    extractive: bool = False,
+    question: str = "",
 ) -> CitationCheck:
     """Each clause (the words before a group of markers such as ``[1][2]``) must have all
     its literals in *one* passage of its group: two true facts from two passages merged
     into one false claim ("k defaults to 5 and fetch_k to 10 [1][2]") fail, as does a
     fact cited to a passage that does not hold it. ``extractive``: the clause itself
-    must also be a quote from that passage.
+    must also be a quote from that passage. A name the ``question`` gave is not one the
+    passage must repeat (``given_by``).
     """
     valid = range(1, len(passages) + 1)
     unsupported: list[str] = []
@@ -288,7 +295,7 @@ def citation_problems(
             if not own:
                 facts.append(NO_CITATION)
                 continue
-            gaps = [_gaps(clause, passages[n - 1]["text"], extractive) for n in own]
+            gaps = [_gaps(clause, passages[n - 1]["text"], extractive, question) for n in own]
             citations += len(own)
             needed += sum(not gap for gap in gaps)
             holding.update(n for n, gap in zip(own, gaps, strict=True) if not gap)
@@ -319,7 +326,7 @@ def verify_answer(
     an unchecked answer becomes.
     """
     claims = statements(draft)
-    check = citation_problems(draft, passages, extractive=extractive)
+    check = citation_problems(draft, passages, extractive=extractive, question=question)
     unsupported, missing, cited = check.unsupported, check.missing, check.cited
     verdict: dict[str, Any] = {
         "statements": len(claims),

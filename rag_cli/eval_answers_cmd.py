@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--split",
         choices=SPLITS,
         default="dev",
-        help="--squad: the frozen half of the articles to draw from (evaluation/splits.py); "
-        "test is for a release figure, run once",
+        help="the frozen half to draw from: --squad's articles (evaluation/splits.py), or a "
+        "--questions set's 'split' field; test is for a release figure, run once",
     )
     parser.add_argument("--judge", action="store_true", help="LLM-judged quality scores")
     parser.add_argument(
@@ -101,6 +101,8 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         style = args.answer_style or "short"
     else:
         items = load_questions(Path(args.questions))
+        if any(item.split for item in items):  # a set with its frozen split: one side only
+            items = [item for item in items if item.split == args.split]
         if len(items) > args.limit:
             items = random.Random(args.sample_seed).sample(items, args.limit)
         collection = args.collection or settings.collection
@@ -123,7 +125,7 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         "collection_version": version,
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "settings": settings.model_dump(mode="json"),
-        "split": args.split if args.squad is not None else None,
+        "split": args.split if args.squad is not None or items[0].split else None,
         "provenance": measured_with,
     }
     if args.out:

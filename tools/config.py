@@ -149,6 +149,21 @@ class Settings(BaseModel):
         description="How passages are found: hybrid (dense vectors and BM25, fused by "
         "hybrid_weight). tools/retrieval.py RETRIEVERS builds each one.",
     )
+    evidence: Literal["sentences", "passages"] = Field(
+        "sentences",
+        description="What the generator and the verifier read: sentences: the units of "
+        "the kept passages closest to the question, each with its neighbours, up to "
+        "evidence_chars (tools/evidence.py); passages: the whole passages.",
+    )
+    evidence_chars: int = Field(
+        1200,
+        ge=200,
+        le=20000,
+        description="Characters of evidence the generator reads with evidence=sentences.",
+    )
+    evidence_neighbours: int = Field(
+        1, ge=0, le=3, description="Units kept on each side of a chosen one, for context."
+    )
     rerank: Literal["none", "llm", "cross-encoder", "litellm"] = Field("none")
     rerank_model: str = Field(
         "", description="Cross-encoder path or litellm rerank model (e.g. cohere/rerank-v3.5)."
@@ -390,6 +405,9 @@ REQUEST_SETTINGS = frozenset(
         "multi_query",
         "rerank",
         "rerank_keep",
+        "evidence",
+        "evidence_chars",
+        "evidence_neighbours",
         "answer_style",
         "max_regenerations",
         "on_unverified",

@@ -166,6 +166,13 @@ def _found(literal: str, text: str) -> bool:
     return re.search(_START + re.escape(literal) + _END, text, re.IGNORECASE) is not None
 
 
+def given_by(literal: str, question: str) -> bool:
+    """Whether ``literal`` is a name the question itself gave ("Lamini", "HPE GreenLake"):
+    an answer repeats it, and its cited passage need not (the retrieval found the passage
+    for that name). Numbers and code tokens never are: those are what an answer asserts."""
+    return bool(_NAME.fullmatch(literal)) and not literal.isdigit() and _found(literal, question)
+
+
 def found_phrase(span: str, text: str) -> bool:
     """Whether a code span of several words occurs as written (any spacing, any case):
     `make install` is not supported by a passage holding `make demo` and "install"."""

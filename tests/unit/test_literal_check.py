@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from graph.verification import citation_problems
 from tools.grounding import (
     blank_out,
     cite_holders,
@@ -350,3 +351,17 @@ def test_blank_out_takes_the_whole_code_span_or_a_whole_number():
     assert blank_out("Use `--as-of\n2` [1].", "--as-of 2") == "Use ___ [1]."
     assert blank_out("Keep 1 [1] of 10.", "1") == "Keep ___ [1] of 10."
     assert blank_out("[1] keeps 110 and 1.", "1") == "[1] keeps 110 and ___."
+
+
+def test_a_name_the_question_gave_need_not_be_in_the_cited_passage():
+    passage = [{"text": "It runs on a single GPU with 16 GB of memory."}]
+    question = "What hardware does Lamini need?"
+    asked = citation_problems("So Lamini runs on a single GPU [1].", passage, question=question)
+    assert asked.unsupported == []
+    # but not a name the question did not give, nor a number the question gave
+    other = citation_problems("So Llama runs on a single GPU [1].", passage, question=question)
+    assert other.missing == {"So Llama runs on a single GPU [1].": ["Llama"]}
+    number = citation_problems(
+        "It needs 32 GB [1].", passage, question="Does it need 32 GB of memory?"
+    )
+    assert number.missing == {"It needs 32 GB [1].": ["32"]}

@@ -1,0 +1,196 @@
+"""Evidence: the sentences of the retrieved passages that bear on the question.
+
+The generator read five whole passages (~1,300 prompt tokens) to find one sentence: on a
+2-core CPU the prompt alone took ~15 s before the first answer token, and the answer
+sentence sat among a dozen others the small model could quote instead. Each passage is
+cut into units (a prose sentence, a list item, a table row, a heading, a whole code
+block); every unit is scored against the question and its rewrites, and the best units,
+each with its neighbours for context, are kept up to a character budget. What is kept
+stays a ``Passage`` of its file, with its line range narrowed to the units kept, so a
+citation still points at where the words are.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from langchain_core.embeddings import Embeddings
+
+from tools.keyword_index import tokenize
+from tools.retrieval import Passage
+
+# the weight of keyword overlap beside cosine similarity in a unit's score, chosen on the
+# dev questions (bench/bench_evidence.py: with 1.0 the evidence held a gold answer for
+# 24 of 24 at every budget from 600 characters; with 0, 22 of 24)
+KEYWORD_WEIGHT = 1.0
+GAP = "\n[...]\n"  # between units of one passage that were not adjacent
+# A prose sentence ends at . ! or ? followed by space and a capital, digit, quote, bracket
+# or code; never after "e.g." or "i.e.".
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)\s+(?=[A-Z0-9\"'(`*\[])")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_LINE_UNIT = re.compile(r"^\s*(?:[-*+] |\d+[.)] |\||#{1,6} |>)")  # list item, row, heading
+
+
+@dataclass(frozen=True)
+class Unit:
+    passage: int  # index in the passages given
+    start: int  # character offsets in the passage's text
+    end: int
+
+    def text(self, passages: Sequence[Passage]) -> str:
+        return passages[self.passage].text[self.start : self.end]
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """The units of one passage as character spans, in order."""
+    spans: list[tuple[int, int]] = []
+    lines = text.splitlines(keepends=True)
+    offset, block_start, fence = 0, None, False
+
+    def prose(start: int, end: int) -> None:
+        last = start
+        for match in _SENTENCE_END.finditer(text, start, end):
+            spans.append((last, match.start()))
+            last = match.end()
+        spans.append((last, end))
+
+    for line in lines:
+        stripped = line.strip()
+        if fence or _FENCE.match(line):  # a code block is one unit, fences included
+            if not fence:
+                if block_start is not None:
+                    prose(block_start, offset)
+                block_start, fence = offset, True
+            elif _FENCE.match(line):
+                spans.append((block_start, offset + len(line.rstrip("\n"))))
+                block_start, fence = None, False
+        elif not stripped or _LINE_UNIT.match(line):
+            if block_start is not None:
+                prose(block_start, offset)
+                block_start = None
+            if stripped:
+                spans.append((offset, offset + len(line.rstrip("\n"))))
+        elif block_start is None:
+            block_start = offset
+        offset += len(line)
+    if block_start is not None:
+        if fence:
+            spans.append((block_start, len(text)))
+        else:
+            prose(block_start, len(text))
+    trimmed = []
+    for start, end in spans:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            trimmed.append((start, end))
+    return trimmed
+
+
+def units_of(passages: Sequence[Passage]) -> list[Unit]:
+    return [Unit(i, s, e) for i, p in enumerate(passages) for s, e in _spans(p.text)]
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def keyword_overlap(queries: Sequence[str], texts: Sequence[str]) -> list[float]:
+    """Per text, the idf-weighted share of the queries' words it holds (its best query):
+    a sentence naming the option or the command asked about scores high even when its
+    embedding is pulled elsewhere by the rest of the sentence."""
+    tokens = [set(tokenize(t)) for t in texts]
+    n = len(texts)
+    idf = {}
+    for words in tokens:
+        for w in words:
+            idf[w] = idf.get(w, 0) + 1
+    idf = {w: math.log(1 + n / df) for w, df in idf.items()}
+    scores = [0.0] * n
+    for query in queries:
+        wanted = set(tokenize(query))
+        total = sum(idf.get(w, math.log(1 + n)) for w in wanted)
+        if not total:
+            continue
+        for i, words in enumerate(tokens):
+            share = sum(idf[w] for w in wanted & words) / total
+            scores[i] = max(scores[i], share)
+    return scores
+
+
+def score_units(
+    units: Sequence[Unit],
+    passages: Sequence[Passage],
+    queries: Sequence[str],
+    embedder: Embeddings,
+    keyword_weight: float,
+) -> list[float]:
+    texts = [u.text(passages) for u in units]
+    vectors = embedder.embed_documents([*texts, *queries])  # one batch, as retrieval embeds
+    vectors, asked = vectors[: len(texts)], vectors[len(texts) :]
+    dense = [max(_cosine(v, q) for q in asked) for v in vectors]
+    words = keyword_overlap(queries, texts)
+    return [d + keyword_weight * w for d, w in zip(dense, words, strict=True)]
+
+
+def select(
+    passages: Sequence[Passage],
+    units: Sequence[Unit],
+    scores: Sequence[float],
+    budget_chars: int,
+    neighbours: int,
+) -> list[Passage]:
+    """The best units, each with ``neighbours`` on either side in its passage, until
+    ``budget_chars``; each passage cut to its chosen units (in reading order), the
+    passages ordered by their best unit. A passage with none is left out."""
+    by_passage: dict[int, list[int]] = {}
+    for i, unit in enumerate(units):
+        by_passage.setdefault(unit.passage, []).append(i)
+    chosen: set[int] = set()
+    used = 0
+    best: dict[int, float] = {}
+    for i in sorted(range(len(units)), key=lambda i: -scores[i]):
+        if used >= budget_chars:
+            break
+        unit = units[i]
+        siblings = by_passage[unit.passage]
+        at = siblings.index(i)
+        for j in siblings[max(0, at - neighbours) : at + neighbours + 1]:
+            if j not in chosen:
+                chosen.add(j)
+                used += units[j].end - units[j].start
+        best.setdefault(unit.passage, scores[i])
+    kept = []
+    for index in sorted(best, key=lambda p: -best[p]):
+        picked = [units[j] for j in by_passage[index] if j in chosen]
+        kept.append(_cut(passages[index], picked, by_passage[index], units))
+    return kept
+
+
+def _cut(passage: Passage, picked: list[Unit], order: list[int], units: Sequence[Unit]) -> Passage:
+    """``passage`` holding only ``picked``, with [...] where units were skipped."""
+    position = {(u.start, u.end): k for k, u in enumerate(units[j] for j in order)}
+    parts: list[str] = []
+    previous = None
+    for unit in picked:
+        k = position[(unit.start, unit.end)]
+        if previous is not None and k != previous + 1:
+            parts.append(GAP)
+        elif previous is not None:  # adjacent units keep what separated them
+            parts.append(passage.text[units[order[previous]].end : unit.start])
+        parts.append(passage.text[unit.start : unit.end])
+        previous = k
+    text = "".join(parts)
+    start_line, end_line = passage.start_line, passage.end_line
+    exact = start_line is not None and passage.text.count("\n") == (end_line or 0) - start_line
+    if exact and picked:  # the passage is its file's lines verbatim: narrow the range
+        start_line = start_line + passage.text.count("\n", 0, picked[0].start)
+        end_line = passage.start_line + passage.text.count("\n", 0, picked[-1].end)
+    return replace(passage, text=text, start_line=start_line, end_line=end_line)
