@@ -34,7 +34,13 @@ from tools.collection import Collection
 from tools.config import Settings
 from tools.errors import ModelError
 from tools.evidence import KEYWORD_WEIGHT
-from tools.grounding import cite_holders, cited_numbers, renumber, strip_markers
+from tools.grounding import (
+    cite_holders,
+    cite_uncited,
+    cited_numbers,
+    renumber,
+    strip_markers,
+)
 from tools.rerank import rerank
 from tools.resilient import TextSink, invoke_text
 from tools.retrieval import Passage, RetrievalReport, cut, make_retriever
@@ -343,8 +349,11 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
         )
     except ModelError as exc:
         return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}
+    texts = [p["text"] for p in state["passages"]]
     if settings.answer_style == "short":  # a quote is cited to the passage it copies
-        draft = cite_holders(draft, [p["text"] for p in state["passages"]])
+        draft = cite_holders(draft, texts)
+    elif prompts.NOT_FOUND not in draft:  # an answer citing nothing: cite what holds it
+        draft = cite_uncited(draft, texts)
     update: dict[str, Any] = {"draft": draft, "attempts": attempts}
     if prompts.NOT_FOUND in draft:
         update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND

@@ -15,6 +15,7 @@ from graph.verification import citation_problems
 from tools.grounding import (
     blank_out,
     cite_holders,
+    cite_uncited,
     literal_kind,
     missing_facts,
     swappable_literals,
@@ -365,3 +366,17 @@ def test_a_name_the_question_gave_need_not_be_in_the_cited_passage():
         "It needs 32 GB [1].", passage, question="Does it need 32 GB of memory?"
     )
     assert number.missing == {"It needs 32 GB [1].": ["32"]}
+
+
+def test_an_answer_citing_nothing_is_cited_to_the_passage_holding_each_statement():
+    passages = [
+        "Set `tracing` to `local` to keep spans in a file.",
+        "Run `rag trace show TRACE_ID` to see the trace of an answer.",
+    ]
+    answer = "Use `rag trace show TRACE_ID` to see the trace. Set `tracing` to `local` first."
+    assert cite_uncited(answer, passages) == (
+        "Use `rag trace show TRACE_ID` to see the trace. [2] Set `tracing` to `local` first. [1]"
+    )
+    # a statement no passage holds stays uncited; an answer with a citation is left alone
+    assert cite_uncited("Run `rag trace list`.", passages) == "Run `rag trace list`."
+    assert cite_uncited("Run it [2]. Then `tracing`.", passages) == "Run it [2]. Then `tracing`."
