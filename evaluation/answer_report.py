@@ -17,16 +17,20 @@ SHOWN = {
     "f1": "token F1 (answerable)",
     "abstention_accuracy": "correct abstention (unanswerable)",
     "false_abstention_rate": "abstained although answerable",
+    "right_rate": "answered right, verified or not (answerable)",
     "grounded_rate": "labelled verified (answered)",
     "citation_recall": "statements whose cited passage holds their names, numbers, code "
     "(a short answer: its words)",
     "citation_precision": "citations whose passage alone holds their clause's facts "
     "(a short answer: its words)",
-    "verified_precision": "verified precision: right among verified (F1 >= 0.5)",
+    "verified_precision": "verified precision: right among verified (short answers: F1 >= "
+    "0.5; full answers: a gold answer stated)",
     "coverage": "coverage: answerable questions answered verified and right",
     "verified_wrong": "verified but wrong (count)",
     "overruled": "sure by the verifier, not verified by the second opinion (count)",
     "overruled_right": "of those, right (count)",
+    "false_abstentions_by_cause": "abstained although answerable, by where the gold answer "
+    "was (read: in what the generator read; cut: in a cut candidate; not_retrieved)",
     "regeneration_rate": "regenerated after a failed check (answered)",
     "completeness": "answer completeness, judge 1-5",
     "contextual_accuracy": "contextual accuracy, judge 1-5",
@@ -35,6 +39,8 @@ WORST_LISTED = 10
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in sorted(value.items())) or "none"
     return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
 

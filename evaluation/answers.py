@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,19 @@ def _score_item(item: QAItem, out: dict[str, Any], style: str) -> dict[str, Any]
     return scores
 
 
+def answer_found(item: QAItem, out: dict[str, Any]) -> str:
+    """Where a gold answer was, for diagnosing an answer that missed it: ``read`` (in what
+    the generator read), ``cut`` (in a candidate cut before it: by rank, distance or the
+    evidence step; judged on the cut's 200-character snippet), or ``not_retrieved``."""
+    read = " ".join(p["text"] for p in out.get("passages") or [])
+    if contains_answer(read, item.answers):
+        return "read"
+    dropped = ((out.get("retrieval") or {}).get("dropped")) or []
+    if contains_answer(" ".join(d["snippet"] for d in dropped), item.answers):
+        return "cut"
+    return "not_retrieved"
+
+
 def evaluate_answers(
     settings: Settings,
     items: Sequence[QAItem],
@@ -130,6 +144,8 @@ def evaluate_answers(
             "trace_id": out.get("trace_id"),
             "scores": _score_item(item, out, settings.answer_style),
         }
+        if item.answerable and item.answers and settings.answer_style == "full":
+            record["answer_found"] = answer_found(item, out)
         if out.get("error"):  # a model fault the graph survived (abstained or unverified)
             record["fault"] = "{type} in {stage}: {message}".format(**out["error"])
         if judge_model is not None and not out["abstained"]:
@@ -261,6 +277,10 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "f1": _mean(collect("f1", answerable)),
         "abstention_accuracy": _mean(collect("correct_abstention", unanswerable)),
         "false_abstention_rate": _mean([float(r["abstained"]) for r in answerable]),
+        # where the gold answer was when an answerable question was abstained on
+        "false_abstentions_by_cause": dict(
+            Counter(r["answer_found"] for r in answerable if r["abstained"] and "answer_found" in r)
+        ),
         # answerable questions answered right, verified or not (None: no gold to judge by)
         "right_rate": _mean([float(bool(r["scores"].get("right"))) for r in answerable]),
         "grounded_rate": _mean(collect("grounded", answered)),

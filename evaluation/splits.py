@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -88,3 +89,13 @@ def provenance(*names: str) -> dict[str, Any]:
         "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
         "split_files": {name: digest(name) for name in names},
     }
+
+
+def sources_on_both_sides(items: Iterable[Any]) -> set[str]:
+    """The pages a question set with a ``split`` per question (``QAItem``) has questions
+    from on both sides: empty for a clean split."""
+    sides: dict[str, set[str]] = {}
+    for item in items:
+        if item.context_id:
+            sides.setdefault(item.context_id, set()).add(item.split)
+    return {page for page, seen in sides.items() if len(seen) > 1}

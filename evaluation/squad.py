@@ -128,13 +128,15 @@ def exact_match(prediction: str, golds: tuple[str, ...]) -> float:
     )
 
 
-# a word, number, command, option or path as a reader would match it: "-x" is not "x",
-# "125." is "125"
+# a word, number, command, option or path as a reader would match it: "-x" is neither
+# "x" nor "-X", "125." is "125"
 _ANSWER_TOKEN = re.compile(r"-{0,2}\w[\w./-]*")
 
 
 def _answer_tokens(text: str) -> list[str]:
-    return [t.rstrip(".-/") for t in _ANSWER_TOKEN.findall(text.lower())]
+    """Words ignoring case; options keep theirs (``-x`` and ``-X`` differ)."""
+    tokens = (t.rstrip(".-/") for t in _ANSWER_TOKEN.findall(text))
+    return [t if t.startswith("-") else t.lower() for t in tokens]
 
 
 def contains_answer(prediction: str, golds: tuple[str, ...]) -> bool:

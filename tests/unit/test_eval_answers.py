@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,8 @@ from graph import prompts
 from tests.shared_data import SQUAD_FILE
 from tools import tracing
 from tools.config import load_settings
+
+NEWDOCS = Path(__file__).resolve().parents[2] / "evaluation/data/newdocs/questions.jsonl"
 
 
 def test_normalization_drops_case_punctuation_and_articles():
@@ -215,3 +218,42 @@ def test_precision_by_threshold_counts_only_what_the_run_could_have_verified():
     strict = by_threshold(pair, answerable=2)
     assert [row["threshold"] for row in strict] == [0.65, 0.7, 0.75, 0.8]
     assert strict[-1]["verified"] == 0 and strict[-1]["precision"] is None
+
+
+def test_a_full_answer_is_right_when_it_states_a_gold_answer_as_tokens():
+    from evaluation.squad import contains_answer
+
+    assert contains_answer("Exit with code 125 [1].", ("125",))
+    assert contains_answer("Run `git bisect start --term-old fast`.", ("--term-old",))
+    assert not contains_answer("Use `git clean -X`.", ("-x",))  # -X is another option
+    assert not contains_answer("It took 1250 ms.", ("125",))
+
+
+def test_where_the_gold_answer_was_when_an_answer_missed_it():
+    from evaluation.answers import answer_found
+    from evaluation.squad import QAItem
+
+    item = QAItem("q", "Which exit code skips?", ("125",), True)
+    read = {"passages": [{"text": "Use exit code 125."}], "retrieval": {"dropped": []}}
+    cut = {"passages": [{"text": "Bisect."}], "retrieval": {"dropped": [{"snippet": "125"}]}}
+    assert answer_found(item, read) == "read"
+    assert answer_found(item, cut) == "cut"
+    assert answer_found(item, {"passages": [], "retrieval": {}}) == "not_retrieved"
+
+
+def test_the_new_documents_set_keeps_each_page_on_one_side(tmp_path):
+    from evaluation.splits import sources_on_both_sides
+    from evaluation.squad import load_questions
+
+    items = load_questions(NEWDOCS)
+    assert sources_on_both_sides(items) == set()
+    for split in ("dev", "test"):
+        asked = [i for i in items if i.split == split]
+        assert sum(bool(i.answerable) for i in asked) >= 24
+        assert sum(i.answerable is False for i in asked) >= 8
+    bad = tmp_path / "bad.jsonl"  # an injected overlap is seen
+    bad.write_text(
+        '{"question": "a", "answers": ["x"], "source": "p.txt", "split": "dev"}\n'
+        '{"question": "b", "answers": ["y"], "source": "p.txt", "split": "test"}\n'
+    )
+    assert sources_on_both_sides(load_questions(bad)) == {"p.txt"}
