@@ -17,12 +17,15 @@ def most_model_calls(settings: Settings) -> dict[str, int]:
     """The worst case per step, by the node that makes the calls; ``sum(...values())``
     is the total. A follow-up's rephrasing is counted: a thread may have history."""
     answers = 1 + settings.max_regenerations
+    # a second look after NOT_FOUND is a second call on the first attempt, never followed
+    # by a regeneration
+    second_look = settings.second_look and settings.answer_style == "full"
     second_opinion = settings.answer_style == "short" and settings.second_opinion
     calls = {
         "generate_queries": 1 + (settings.multi_query > 1),
         "guard": int(settings.guard != "off"),
         "rerank": max(2 * settings.k, settings.rerank_keep) if settings.rerank == "llm" else 0,
-        "generate_answer": answers,
+        "generate_answer": max(answers, 2) if second_look else answers,
         "verify": answers * (VERIFIER_CALLS + second_opinion),
     }
     return {node: n for node, n in calls.items() if n}

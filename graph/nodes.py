@@ -314,10 +314,12 @@ def _answer(
     numbers: list[int] | None = None,
     feedback: list[str] | None = None,
     sink: TextSink | None = None,
+    prompt: prompts.Prompt | None = None,
 ) -> str:
     """The generator's answer to ``question`` from ``passages`` (numbered ``numbers``);
     with ``sink``, streamed into it instead of to the run's message listeners."""
-    prompt = prompts.ANSWER_SHORT if settings.answer_style == "short" else prompts.ANSWER
+    if prompt is None:
+        prompt = prompts.ANSWER_SHORT if settings.answer_style == "short" else prompts.ANSWER
     instructions = prompt.text.format(not_found=prompts.NOT_FOUND, question=question)
     if feedback:
         unsupported = "\n".join(f"- {s}" for s in feedback)
@@ -337,6 +339,8 @@ def _answer(
 def generate_answer(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
     settings = settings_for(config, state)
     attempts = state.get("attempts", 0) + 1
+    write = stream_writer()
+    second_look = False
     try:
         draft = _answer(
             settings,
@@ -345,8 +349,19 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
             state["passages"],
             config,
             feedback=state.get("feedback"),
-            sink=DraftStream(len(state["passages"]), attempts, stream_writer()),
+            sink=DraftStream(len(state["passages"]), attempts, write),
         )
+        if prompts.NOT_FOUND in draft and _looks_again(settings, attempts):
+            second_look = True
+            draft = _answer(
+                settings,
+                services,
+                state["queries"][0],
+                state["passages"],
+                config,
+                sink=DraftStream(len(state["passages"]), attempts, write),
+                prompt=prompts.ANSWER_SECOND_LOOK,
+            )
     except ModelError as exc:
         return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}
     texts = [p["text"] for p in state["passages"]]
@@ -354,10 +369,16 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
         draft = cite_holders(draft, texts)
     elif prompts.NOT_FOUND not in draft:  # an answer citing nothing: cite what holds it
         draft = cite_uncited(draft, texts)
-    update: dict[str, Any] = {"draft": draft, "attempts": attempts}
+    update: dict[str, Any] = {"draft": draft, "attempts": attempts, "second_look": second_look}
     if prompts.NOT_FOUND in draft:
         update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND
     return update
+
+
+def _looks_again(settings: Settings, attempts: int) -> bool:
+    """A second look after NOT_FOUND: full answers, the first attempt only (a regeneration
+    that gives up had its first answer rejected already)."""
+    return settings.second_look and settings.answer_style == "full" and attempts == 1
 
 
 @timed("verify")
@@ -458,6 +479,8 @@ def finalize(state: State, config: RunnableConfig, services: Services) -> dict[s
     abstain = state.get("abstain_reason") or ("" if draft else prompts.ABSTAIN_NOT_FOUND)
     if not abstain and verdict.get("obeyed_passage"):
         abstain = prompts.ABSTAIN_OBEYED
+    elif not abstain and state.get("second_look") and not verdict.get("grounded"):
+        abstain = prompts.ABSTAIN_NOT_FOUND  # the generator's first word stands
     elif (
         not abstain
         and verdict
@@ -541,6 +564,8 @@ def after_answer(state: State) -> str:
 def after_verify(state: State, config: RunnableConfig) -> str:
     verdict = state.get("verdict") or {}
     if verdict.get("grounded") or verdict.get("error") or state.get("abstain_reason"):
+        return "finalize"
+    if state.get("second_look"):  # shown only if verified: no regeneration
         return "finalize"
     # Regenerate only with something to fix: a statement whose literals, citation or
     # quote failed. An answer the verifier was merely unsure of comes back the same

@@ -69,6 +69,18 @@ ANSWER = Prompt(
     "not contain the answer, reply exactly: {not_found}\n\nQuestion: {question}",
 )
 
+# A second look after the generator said NOT_FOUND: the 1.5B model said it with the
+# answer's sentence in the first passage it read (git's worktree page: "creates new
+# branch `hotfix`"). No way out this time; the answer is shown only if verified.
+ANSWER_SECOND_LOOK = Prompt(
+    "answer_second_look",
+    1,
+    "Answer the question using only the passages above. The passages may state the answer "
+    "in other words than the question uses: read them again. After each sentence, cite the "
+    "passage numbers that support it, like [1] or [2][3]. Be concise.\n\n"
+    "Question: {question}",
+)
+
 # For extractive QA benchmarks (SQuAD scores token overlap with a short gold span).
 ANSWER_SHORT = Prompt(
     "answer_short",
@@ -162,7 +174,18 @@ ABSTAIN_UNVERIFIED = (
     "I could not produce an answer that the documents support, so I am not giving one."
 )
 
-ALL = (REPHRASE, MULTI_QUERY, CONTEXT, ANSWER, ANSWER_SHORT, RETRY, VERIFY, CHOOSE, GUARD)
+ALL = (
+    REPHRASE,
+    MULTI_QUERY,
+    CONTEXT,
+    ANSWER,
+    ANSWER_SECOND_LOOK,
+    ANSWER_SHORT,
+    RETRY,
+    VERIFY,
+    CHOOSE,
+    GUARD,
+)
 
 
 def versions() -> dict[str, int]:
