@@ -28,12 +28,12 @@ from graph.guard import decide, nearest_distance, refusal
 from graph.services import Services, services_of
 from graph.state import PER_QUESTION, State
 from graph.verification import agreement_of, verify_answer
-from tools import evidence, tracing
+from tools import tracing
 from tools.answer_check import SAME_ANSWER_F1
 from tools.collection import Collection
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.evidence import KEYWORD_WEIGHT
+from tools.evidence import evidence_for
 from tools.grounding import (
     cite_holders,
     cite_uncited,
@@ -275,21 +275,21 @@ def select_evidence(state: State, config: RunnableConfig, services: Services) ->
     what the generator and the verifier read instead of whole passages."""
     settings = settings_for(config, state)
     passages = [Passage(**p) for p in state["passages"]]
-    units = evidence.units_of(passages)
     try:
-        scores = evidence.score_units(
-            units, passages, state["queries"], services.embedder(settings), KEYWORD_WEIGHT
+        kept, units = evidence_for(
+            passages,
+            state["queries"],
+            services.embedder(settings),
+            settings.evidence_chars,
+            settings.evidence_neighbours,
         )
     except ModelError as exc:  # selection only narrows: read the whole passages instead
         info = {**(state.get("retrieval") or {}), "evidence_error": str(exc)}
         return {"retrieval": info}
-    kept = evidence.select(
-        passages, units, scores, settings.evidence_chars, settings.evidence_neighbours
-    )
     left_out = {p.chunk_ids[0] for p in passages} - {p.chunk_ids[0] for p in kept}
     info = dict(state.get("retrieval") or {})
     info["evidence"] = {
-        "units": len(units),
+        "units": units,
         "chars_read": sum(len(p.text) for p in kept),
         "chars_retrieved": sum(len(p.text) for p in passages),
     }

@@ -16,6 +16,7 @@ from graph.services import or_shared
 from graph.verification import verify_answer
 from tools.config import Settings
 from tools.errors import ModelError
+from tools.evidence import evidence_for
 from tools.retrieval import Passage
 
 
@@ -53,10 +54,6 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
-def _passages(item: bench.VerifierItem) -> list[dict[str, Any]]:
-    return [asdict(Passage(p["text"], p["source"], [p["source"]], 0.0, 0.0)) for p in item.passages]
-
-
 def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     if args.calibrate and args.split != "dev":
         print("rag eval verifier: error: calibrate on --split dev only", file=sys.stderr)
@@ -66,7 +63,22 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     items = bench.load_items(
         squad, split=args.split, seed=args.seed, squad_per_split=args.squad_per_split
     )[: args.limit]
-    model = or_shared(args.services).llm(settings, "verifier")
+    services = or_shared(args.services)
+    model = services.llm(settings, "verifier")
+
+    def read(item: bench.VerifierItem) -> list[dict[str, Any]]:
+        """The item's passages as the verifier reads them in the graph: with
+        evidence=sentences, the evidence selected for the question."""
+        passages = [Passage(p["text"], p["source"], [p["source"]], 0.0, 0.0) for p in item.passages]
+        if settings.evidence == "sentences":
+            passages, _ = evidence_for(
+                passages,
+                [item.question],
+                services.embedder(settings),
+                settings.evidence_chars,
+                settings.evidence_neighbours,
+            )
+        return [asdict(p) for p in passages]
 
     def check(item: bench.VerifierItem) -> dict[str, Any]:
         try:
@@ -74,7 +86,7 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
                 model,
                 item.question,
                 item.answer,
-                _passages(item),
+                read(item),
                 # every item gets every check: the report applies the thresholds
                 threshold=0.0,
                 phrase_threshold=0.0,

@@ -194,3 +194,18 @@ def _cut(passage: Passage, picked: list[Unit], order: list[int], units: Sequence
         start_line = start_line + passage.text.count("\n", 0, picked[0].start)
         end_line = passage.start_line + passage.text.count("\n", 0, picked[-1].end)
     return replace(passage, text=text, start_line=start_line, end_line=end_line)
+
+
+def evidence_for(
+    passages: Sequence[Passage],
+    queries: Sequence[str],
+    embedder: Embeddings,
+    budget_chars: int,
+    neighbours: int,
+) -> tuple[list[Passage], int]:
+    """What the generator and the verifier read of ``passages`` for ``queries``, and how
+    many units they were cut into: the graph's select_evidence step and the verifier
+    benchmark (rag eval verifier) both read through this."""
+    units = units_of(passages)
+    scores = score_units(units, passages, queries, embedder, KEYWORD_WEIGHT)
+    return select(passages, units, scores, budget_chars, neighbours), len(units)
