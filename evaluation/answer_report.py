@@ -184,6 +184,8 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     qb = {r["id"]: q for r in b["items"] if (q := _quality(r)) is not None}
     shared = [i for i in qa if i in qb]
     deltas = {i: qb[i] - qa[i] for i in shared}
+    oa, ob = ({r["id"]: _outcome(r) for r in x["items"] if "error" not in r} for x in (a, b))
+    both = [i for i in oa if i in ob]
     return {
         "kind": "answers",
         "a": a["dataset"],
@@ -195,7 +197,19 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         "losses": sum(d < 0 for d in deltas.values()),
         "ties": sum(d == 0 for d in deltas.values()),
         "deltas": dict(sorted(deltas.items(), key=lambda kv: (kv[1], kv[0]))),
+        # robustness: questions whose outcome (abstained, verified, not verified) differs
+        # between the runs, e.g. k and k+1 on the same questions
+        "outcome_flips": sorted(i for i in both if oa[i] != ob[i]),
+        "outcome_flip_rate": round(sum(oa[i] != ob[i] for i in both) / len(both), 4)
+        if both
+        else None,
     }
+
+
+def _outcome(record: Mapping[str, Any]) -> str:
+    if record["abstained"]:
+        return "abstained"
+    return "verified" if record["scores"].get("grounded") else "not_verified"
 
 
 def compare_markdown(result: Mapping[str, Any], labels: tuple[str, str] = ("A", "B")) -> str:
@@ -214,4 +228,11 @@ def compare_markdown(result: Mapping[str, Any], labels: tuple[str, str] = ("A", 
         f"{result['shared_items']} shared questions: {b} wins {result['wins']}, loses "
         f"{result['losses']}, ties {result['ties']}."
     )
+    if result["outcome_flip_rate"] is not None:
+        lines.append(
+            f"Outcome (abstained, verified, not verified) differs for "
+            f"{len(result['outcome_flips'])} questions ({result['outcome_flip_rate']:.0%}): "
+            + (", ".join(result["outcome_flips"]) or "none")
+            + "."
+        )
     return "\n".join(lines) + "\n"

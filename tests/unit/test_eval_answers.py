@@ -95,7 +95,8 @@ def judge(models):
 
 
 def test_run_scores_each_item_and_summarises(corpus_env, models, judge, tmp_path):
-    models.answer = ["Run make demo to install the service [1].", prompts.NOT_FOUND]
+    # the second question: not found, and again at the second look
+    models.answer = ["Run make demo to install the service [1].", *[prompts.NOT_FOUND] * 2]
     report = evaluate_answers(
         corpus_env, ITEMS, judge=True, progress=False, services=models.services
     )
@@ -257,3 +258,23 @@ def test_the_new_documents_set_keeps_each_page_on_one_side(tmp_path):
         '{"question": "b", "answers": ["y"], "source": "p.txt", "split": "test"}\n'
     )
     assert sources_on_both_sides(load_questions(bad)) == {"p.txt"}
+
+
+def test_comparing_two_runs_counts_questions_whose_outcome_flipped():
+    def run(outcomes):
+        items = [
+            {
+                "id": f"q{i}",
+                "abstained": o == "abstained",
+                "scores": {"grounded": o == "verified"},
+            }
+            for i, o in enumerate(outcomes)
+        ]
+        return {"dataset": "d", "items": items, "summary": {"latency": None}}
+
+    result = answer_report.compare(
+        run(["verified", "abstained", "not_verified", "verified"]),
+        run(["verified", "not_verified", "not_verified", "abstained"]),
+    )
+    assert result["outcome_flips"] == ["q1", "q3"] and result["outcome_flip_rate"] == 0.5
+    assert "differs for 2 questions (50%)" in answer_report.compare_markdown(result)
