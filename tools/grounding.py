@@ -167,10 +167,11 @@ def _found(literal: str, text: str) -> bool:
 
 
 def given_by(literal: str, question: str) -> bool:
-    """Whether ``literal`` is a name the question itself gave ("Lamini", "HPE GreenLake"):
-    an answer repeats it, and its cited passage need not (the retrieval found the passage
-    for that name). Numbers and code tokens never are: those are what an answer asserts."""
-    return bool(_NAME.fullmatch(literal)) and not literal.isdigit() and _found(literal, question)
+    """Whether ``literal`` is a word the question itself gave: the product or project it
+    names ("Lamini", "git"), which an answer repeats and its cited passage need not (the
+    retrieval found the passage for that name). Only words of letters: a number, an
+    option or a path is what an answer asserts, even when the question asked about it."""
+    return literal.isalpha() and _found(literal, question)
 
 
 def found_phrase(span: str, text: str) -> bool:

@@ -366,6 +366,11 @@ def test_a_name_the_question_gave_need_not_be_in_the_cited_passage():
         "It needs 32 GB [1].", passage, question="Does it need 32 GB of memory?"
     )
     assert number.missing == {"It needs 32 GB [1].": ["32"]}
+    # a product the question names in lower case, in a command; an option is never given
+    lock = [{"text": "Use `worktree lock` to keep it."}]
+    asked = "How do I stop git from pruning it with --force?"
+    assert citation_problems("Run `git worktree lock` [1].", lock, question=asked).missing == {}
+    assert citation_problems("Run `worktree lock --force` [1].", lock, question=asked).missing
 
 
 def test_an_answer_citing_nothing_is_cited_to_the_passage_holding_each_statement():
