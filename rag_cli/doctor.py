@@ -125,8 +125,8 @@ def advise(models: list[dict[str, Any]], settings: Settings, load: float, cores:
         advice.append(
             f"the machine is busy: load average {load:.1f} on {cores} cores before any model "
             "ran. Local models share the CPU with that work, so answers take longer (on 2 "
-            "cores the first answer token came after 15.5 s idle and 23 s beside one busy "
-            "process; docs_corpus/performance.md)."
+            "cores one busy process beside the model made the first answer token come 1.5 "
+            "times later; docs_corpus/performance.md)."
         )
     if settings.llm_threads > cores:
         advice.append(

@@ -11,8 +11,12 @@ from graph import build_graph, config_for, prompts
 from graph.context import context_message
 from graph.graph import DIRECT_PATH
 from tools.answer_check import SAME_ANSWER_F1
-from tools.config import ConfigError
+from tools.config import ConfigError, Settings
 from tools.errors import LLMTimeoutError
+
+DEFAULTS = Settings()
+# above verify_threshold, below verify_threshold_phrase
+BETWEEN_THRESHOLDS = (DEFAULTS.verify_threshold + DEFAULTS.verify_threshold_phrase) / 2
 
 
 def ask(models, question, config=None, **state):
@@ -310,19 +314,20 @@ def test_verify_threshold_decides_the_label(corpus_env, models, threshold, outco
 
 
 def test_a_bare_phrase_needs_the_phrase_threshold(corpus_env, models):
-    models.confidence = 0.645  # above verify_threshold (0.64), below the phrase one (0.65)
+    models.confidence = BETWEEN_THRESHOLDS
     models.answer = "Run make demo to install the service [1]."
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["verdict"]["form"] == "sentence" and out["outcome"] == "verified"
     models.answer = "make demo [1]"  # repeats none of the question's words
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
-    assert out["verdict"]["form"] == "phrase" and out["verdict"]["threshold"] == 0.65
+    assert out["verdict"]["form"] == "phrase"
+    assert out["verdict"]["threshold"] == DEFAULTS.verify_threshold_phrase
     assert out["outcome"] == "not_verified"
 
 
 def test_a_short_answer_must_quote_its_passage_and_is_judged_as_a_phrase(corpus_env, models):
     short = {"answer_style": "short", "max_regenerations": 0}
-    models.confidence = 0.645  # above verify_threshold, below the phrase one
+    models.confidence = BETWEEN_THRESHOLDS
     models.answer = "Run make demo to install the service [1]."  # quoted, repeats the question
     out = ask(models, "How do I install the service?", short)
     assert out["verdict"]["form"] == "phrase" and out["outcome"] == "not_verified"
