@@ -479,8 +479,6 @@ def finalize(state: State, config: RunnableConfig, services: Services) -> dict[s
     abstain = state.get("abstain_reason") or ("" if draft else prompts.ABSTAIN_NOT_FOUND)
     if not abstain and verdict.get("obeyed_passage"):
         abstain = prompts.ABSTAIN_OBEYED
-    elif not abstain and state.get("second_look") and not verdict.get("grounded"):
-        abstain = prompts.ABSTAIN_NOT_FOUND  # the generator's first word stands
     elif (
         not abstain
         and verdict
@@ -565,7 +563,7 @@ def after_verify(state: State, config: RunnableConfig) -> str:
     verdict = state.get("verdict") or {}
     if verdict.get("grounded") or verdict.get("error") or state.get("abstain_reason"):
         return "finalize"
-    if state.get("second_look"):  # shown only if verified: no regeneration
+    if state.get("second_look"):  # one more answer, no regeneration of it
         return "finalize"
     # Regenerate only with something to fix: a statement whose literals, citation or
     # quote failed. An answer the verifier was merely unsure of comes back the same

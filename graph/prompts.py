@@ -71,7 +71,7 @@ ANSWER = Prompt(
 
 # A second look after the generator said NOT_FOUND: the 1.5B model said it with the
 # answer's sentence in the first passage it read (git's worktree page: "creates new
-# branch `hotfix`"). No way out this time; the answer is shown only if verified.
+# branch `hotfix`"). No way out this time; the verifier judges the answer as any other.
 ANSWER_SECOND_LOOK = Prompt(
     "answer_second_look",
     1,

@@ -51,7 +51,7 @@ class State(InputState, OutputState, total=False):
     draft: str
     feedback: list[str]  # unsupported statements (with missing literals) from the last check
     abstain_reason: str
-    second_look: bool  # the draft was asked for after a NOT_FOUND: shown only if verified
+    second_look: bool  # the draft was asked for after a NOT_FOUND: never regenerated
 
 
 # Fresh values of everything one question produces. A field added to State that a later

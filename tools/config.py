@@ -184,8 +184,9 @@ class Settings(BaseModel):
     second_look: bool = Field(
         True,
         description="When the generator says the passages do not answer (full answers, "
-        "first attempt), ask it once more without that way out; the answer is shown only "
-        "if verified, else the service abstains as before.",
+        "first attempt), ask it once more without that way out. That answer is verified "
+        "like any other: unverified, it is shown marked (or withheld with "
+        "on_unverified=abstain), never regenerated.",
     )
     on_unverified: Literal["return", "abstain"] = Field(
         "return", description="After the last failed check: return marked, or abstain."

@@ -92,7 +92,7 @@ def test_model_saying_not_found_abstains(corpus_env, models):
     assert models.chats["verifier"].calls == []
 
 
-def test_after_not_found_a_second_look_is_shown_only_if_verified(corpus_env, models):
+def test_after_not_found_a_second_look_is_verified_like_any_answer(corpus_env, models):
     models.answer = [prompts.NOT_FOUND, "Run make demo to install the service [1]."]
     out = ask(models, "How do I install the service?")
     assert out["outcome"] == "verified" and out["answer"].startswith("Run make demo")
@@ -101,14 +101,17 @@ def test_after_not_found_a_second_look_is_shown_only_if_verified(corpus_env, mod
     assert prompts.NOT_FOUND not in second  # no way out this time
 
     models.answer = [prompts.NOT_FOUND, "Run make demo to install the service [1]."]
-    models.confidence = 0.1  # not verified: the first word (not found) stands
+    models.confidence = 0.1  # not verified: shown marked, like any answer, and not redone
     out = ask(models, "How do I install the service?")
-    assert out["outcome"] == "abstained" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
+    assert out["outcome"] == "not_verified" and out["answer"].startswith("Run make demo")
     assert len(models.chats["generator"].calls) == 4  # and no regeneration followed
+    models.answer = [prompts.NOT_FOUND, "Run make demo to install the service [1]."]
+    out = ask(models, "How do I install the service?", {"on_unverified": "abstain"})
+    assert out["outcome"] == "abstained"
 
     models.answer = prompts.NOT_FOUND
     out = ask(models, "How do I install the service?", {"second_look": False})
-    assert out["outcome"] == "abstained" and len(models.chats["generator"].calls) == 5
+    assert out["outcome"] == "abstained" and len(models.chats["generator"].calls) == 7
 
 
 def test_unsupported_answer_is_regenerated_with_feedback(corpus_env, models):
