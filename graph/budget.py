@@ -13,13 +13,19 @@ from tools.config import Settings
 VERIFIER_CALLS = 2  # the grounding question, and the literal-choice reading (verification.py)
 
 
+def takes_second_look(settings: Settings) -> bool:
+    """Whether a first answer of NOT_FOUND gets a second look (graph/nodes.py): full
+    answers only; a regeneration that gives up had its first answer rejected already."""
+    return settings.second_look and settings.answer_style == "full"
+
+
 def most_model_calls(settings: Settings) -> dict[str, int]:
     """The worst case per step, by the node that makes the calls; ``sum(...values())``
     is the total. A follow-up's rephrasing is counted: a thread may have history."""
     answers = 1 + settings.max_regenerations
     # a second look after NOT_FOUND is a second call on the first attempt, never followed
     # by a regeneration
-    second_look = settings.second_look and settings.answer_style == "full"
+    second_look = takes_second_look(settings)
     second_opinion = settings.answer_style == "short" and settings.second_opinion
     calls = {
         "generate_queries": 1 + (settings.multi_query > 1),

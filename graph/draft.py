@@ -23,11 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from graph.prompts import NOT_FOUND
+from tools.grounding import MARKER
 
 STEP, DRAFT, DRAFT_RESET = "step", "draft", "draft_reset"
 Event = dict[str, Any]
 
-_MARKER = re.compile(r"\[(\d{1,3})\]")
 _OPEN_MARKER = re.compile(r"\[\d{0,3}$")  # a marker whose "]" has not arrived yet
 
 
@@ -87,7 +87,7 @@ class DraftStream:
         self.pending = ""
 
     def _emit(self, text: str) -> None:
-        text = _MARKER.sub(self._renumbered, text)
+        text = MARKER.sub(self._renumbered, text)
         if not text or (not self.shown and not text.strip()):
             return
         self.write({"kind": DRAFT, "attempt": self.attempt, "text": text})

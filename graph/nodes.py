@@ -21,6 +21,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from graph import prompts
+from graph.budget import takes_second_look
 from graph.configuration import settings_for
 from graph.context import context_message
 from graph.draft import STEP, DraftStream, Event
@@ -340,28 +341,24 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
     settings = settings_for(config, state)
     attempts = state.get("attempts", 0) + 1
     write = stream_writer()
-    second_look = False
-    try:
-        draft = _answer(
+
+    def write_answer(**how: Any) -> str:
+        return _answer(
             settings,
             services,
             state["queries"][0],
             state["passages"],
             config,
-            feedback=state.get("feedback"),
             sink=DraftStream(len(state["passages"]), attempts, write),
+            **how,
         )
-        if prompts.NOT_FOUND in draft and _looks_again(settings, attempts):
+
+    second_look = False
+    try:
+        draft = write_answer(feedback=state.get("feedback"))
+        if prompts.NOT_FOUND in draft and attempts == 1 and takes_second_look(settings):
             second_look = True
-            draft = _answer(
-                settings,
-                services,
-                state["queries"][0],
-                state["passages"],
-                config,
-                sink=DraftStream(len(state["passages"]), attempts, write),
-                prompt=prompts.ANSWER_SECOND_LOOK,
-            )
+            draft = write_answer(prompt=prompts.ANSWER_SECOND_LOOK)
     except ModelError as exc:
         return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}
     texts = [p["text"] for p in state["passages"]]
@@ -373,12 +370,6 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
     if prompts.NOT_FOUND in draft:
         update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND
     return update
-
-
-def _looks_again(settings: Settings, attempts: int) -> bool:
-    """A second look after NOT_FOUND: full answers, the first attempt only (a regeneration
-    that gives up had its first answer rejected already)."""
-    return settings.second_look and settings.answer_style == "full" and attempts == 1
 
 
 @timed("verify")

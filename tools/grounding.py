@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-_MARKER = re.compile(r"\[(\d{1,3})\]")
+MARKER = re.compile(r"\[(\d{1,3})\]")  # a citation marker, [n]
 _SENTENCE_END = re.compile(
     r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)(?:\s*(?:\[\d{1,3}\])+)?\s+(?=[A-Z0-9\"'(`*-])"
 )
@@ -41,7 +41,7 @@ _BACKTICKS = re.compile(r"`+")
 
 def cited_numbers(text: str) -> list[int]:
     """Passage numbers cited as [n], in order of first appearance."""
-    return list(dict.fromkeys(int(m) for m in _MARKER.findall(text)))
+    return list(dict.fromkeys(int(m) for m in MARKER.findall(text)))
 
 
 _MARKER_GROUP = re.compile(r"(?:\[\d{1,3}\])+")
@@ -73,7 +73,7 @@ def strip_markers(text: str, keep: set[int]) -> str:
     Repeated until nothing changes: removing "[9]" from "[[9]2]" leaves a new "[2]".
     """
     while True:
-        stripped = _MARKER.sub(lambda m: m.group(0) if int(m.group(1)) in keep else "", text)
+        stripped = MARKER.sub(lambda m: m.group(0) if int(m.group(1)) in keep else "", text)
         if stripped == text:
             return text
         text = stripped
@@ -81,7 +81,7 @@ def strip_markers(text: str, keep: set[int]) -> str:
 
 def renumber(text: str, new_of: dict[int, int]) -> str:
     """``text`` with each marker [old] written [new_of[old]] (markers not in it unchanged)."""
-    return _MARKER.sub(lambda m: f"[{new_of.get(int(m.group(1)), int(m.group(1)))}]", text)
+    return MARKER.sub(lambda m: f"[{new_of.get(int(m.group(1)), int(m.group(1)))}]", text)
 
 
 def statements(answer: str) -> list[str]:
@@ -98,7 +98,7 @@ def statements(answer: str) -> list[str]:
         last = match.end()
     parts.append(answer[last:].strip())
     # a part must say something: "[1]\n[2]" or " - ." is markup, not a statement
-    return [p for p in parts if re.search(r"\w", _MARKER.sub("", p))]
+    return [p for p in parts if re.search(r"\w", MARKER.sub("", p))]
 
 
 def _blocks(text: str) -> tuple[list[str], list[str]]:
@@ -217,7 +217,7 @@ def cite_uncited(answer: str, passages: Sequence[str]) -> str:
     evidence sometimes writes the right sentence and no [n]; which passage it read is
     then a lookup, and the verifier still judges the statement against that passage.
     A statement no passage holds stays uncited, and fails the check as before."""
-    if _MARKER.search(answer):
+    if MARKER.search(answer):
         return answer
     words = [set(_WORDS.findall(p.lower())) for p in passages]
     cited = answer
@@ -243,7 +243,7 @@ def missing_facts(statement: str, context: str) -> list[str]:
     phrase it is. Each is looked for in the context as a whole token (see ``_START``),
     ignoring case and thousands separators; line breaks and spacing never matter.
     """
-    prose, fenced = _blocks(_THOUSANDS.sub("", _MARKER.sub("", statement)))
+    prose, fenced = _blocks(_THOUSANDS.sub("", MARKER.sub("", statement)))
     haystack = _THOUSANDS.sub("", context)
     candidates: list[str] = []
     code = list(fenced)
@@ -270,7 +270,7 @@ def swappable_literals(text: str) -> list[str]:
     its prose. "`rag ui` starts the server" passes the literal check when the passage
     names `rag ui` for the chat page; which literal fills the role is a reading question
     (graph.verification asks it)."""
-    prose, fenced = _blocks(_MARKER.sub("", text))
+    prose, fenced = _blocks(MARKER.sub("", text))
     found: list[str] = [line.strip() for block in fenced for line in block.splitlines()]
     for block in prose:
         rest, spans = _inline_code(block)
