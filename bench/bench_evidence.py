@@ -1,13 +1,18 @@
 """Does the evidence still hold the answer? The evidence selector (tools/evidence.py) on
-the new-documents question set's dev half, without any LLM.
+dev questions, without any LLM.
 
-    .venv/bin/python bench/bench_evidence.py [--split dev] [--json]
+    .venv/bin/python bench/bench_evidence.py [--corpus newdocs|docs] [--split dev] [--json]
 
-git's documentation (evaluation/data/newdocs) is ingested with the default settings and
-every answerable question retrieved as the graph retrieves it (k passages). Reported per
-selector setting (keyword weight, character budget): the share of questions whose
-evidence still holds a gold answer, beside the share whose whole passages hold one (the
-ceiling), and the characters the generator would read, against the whole passages'.
+``newdocs``: git's documentation (evaluation/data/newdocs) and its answerable questions;
+the evidence holds the answer when it holds a gold answer. ``docs``: docs_corpus and the
+questions of the verifier benchmark's right documentation pairs; the evidence holds the
+answer when it holds every number, name and code token of the pair's right answer
+(tools/grounding.missing_facts), so a pair whose answer has none is left out. The corpus
+is ingested with the default settings and every question retrieved as the graph
+retrieves it (k passages). Reported per selector setting (keyword weight, character
+budget): the share of questions whose evidence still holds the answer, beside the share
+whose whole passages hold it (the ceiling), and the characters the generator would
+read, against the whole passages'.
 """
 
 from __future__ import annotations
@@ -19,54 +24,77 @@ import sys
 import tempfile
 from pathlib import Path
 
+from evaluation.splits import side_of
 from evaluation.squad import contains_answer, load_questions
+from evaluation.verifier import docs_items
 from ingest.pipeline import IngestOptions, Ingestor
 from tools import evidence
 from tools.collection import Collection
 from tools.config import load_settings
+from tools.grounding import missing_facts
 from tools.models import embeddings
 from tools.retrieval import make_retriever
 
-NEWDOCS = Path(__file__).resolve().parents[1] / "evaluation" / "data" / "newdocs"
+ROOT = Path(__file__).resolve().parents[1]
+NEWDOCS = ROOT / "evaluation" / "data" / "newdocs"
 WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 BUDGETS = (600, 900, 1200, 1600)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", choices=("newdocs", "docs"), default="newdocs")
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    items = [
-        q
-        for q in load_questions(NEWDOCS / "questions.jsonl")
-        if q.split == args.split and q.answerable
-    ]
+    if args.corpus == "newdocs":
+        folder = NEWDOCS / "git"
+        questions = [
+            (q.question, q.answers)
+            for q in load_questions(NEWDOCS / "questions.jsonl")
+            if q.split == args.split and q.answerable
+        ]
+
+        def holds(text: str, answers) -> bool:
+            return contains_answer(text, answers)
+    else:
+        folder = ROOT / "docs_corpus"
+        questions = [
+            (i.question, i.answer)
+            for i in docs_items()
+            if i.right
+            and side_of("verifier_docs", i.group) == args.split
+            and missing_facts(i.answer, "")
+        ]
+
+        def holds(text: str, answer) -> bool:
+            return not missing_facts(answer, text)
+
     settings = load_settings({"data_dir": tempfile.mkdtemp(prefix="bench-evidence-")})
     embedder = embeddings(settings)
     collection = Collection(settings, create=True)
-    Ingestor(settings, collection, embedder, IngestOptions(), progress=False).run([NEWDOCS / "git"])
+    Ingestor(settings, collection, embedder, IngestOptions(), progress=False).run([folder])
     retriever = make_retriever(collection, embedder, settings)
     retrieved = []
-    for item in items:
-        passages, _ = retriever.retrieve([item.question])
+    for question, answers in questions:
+        passages, _ = retriever.retrieve([question])
         passages = passages[: settings.k]
         units = evidence.units_of(passages)
-        retrieved.append((item, passages, units))
-    ceiling = [contains_answer(" ".join(p.text for p in ps), it.answers) for it, ps, _ in retrieved]
-    whole_chars = statistics.median(sum(len(p.text) for p in ps) for _, ps, _ in retrieved)
+        retrieved.append((question, answers, passages, units))
+    ceiling = [holds(" ".join(p.text for p in ps), gold) for _, gold, ps, _ in retrieved]
+    whole_chars = statistics.median(sum(len(p.text) for p in ps) for _, _, ps, _ in retrieved)
     rows = []
     for weight in WEIGHTS:
         scored = [
-            evidence.score_units(units, ps, [it.question], embedder, weight)
-            for it, ps, units in retrieved
+            evidence.score_units(units, ps, [question], embedder, weight)
+            for question, _, ps, units in retrieved
         ]
         for budget in BUDGETS:
             held, chars = [], []
-            for (it, ps, units), scores in zip(retrieved, scored, strict=True):
+            for (_, gold, ps, units), scores in zip(retrieved, scored, strict=True):
                 kept = evidence.select(ps, units, scores, budget, settings.evidence_neighbours)
                 text = " ".join(p.text for p in kept)
-                held.append(contains_answer(text, it.answers))
+                held.append(holds(text, gold))
                 chars.append(len(text))
             rows.append(
                 {
@@ -82,8 +110,9 @@ def main() -> int:
                 }
             )
     result = {
+        "corpus": args.corpus,
         "split": args.split,
-        "questions": len(items),
+        "questions": len(questions),
         "answer_in_passages": round(sum(ceiling) / len(ceiling), 3),
         "passages_median_chars": whole_chars,
         "k": settings.k,
@@ -93,7 +122,7 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(
-        f"{args.split}: {len(items)} answerable questions; a gold answer is in the "
+        f"{args.corpus} {args.split}: {len(questions)} answerable questions; the answer is in the "
         f"{settings.k} whole passages for {result['answer_in_passages']:.0%} "
         f"(median {whole_chars:.0f} characters)"
     )

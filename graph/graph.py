@@ -33,15 +33,14 @@ NODES = {
     "guard": nodes.guard,  # only with the topic guard on
     "retrieve": nodes.retrieve,
     "rerank": nodes.rerank_passages,  # only with a reranker
-    "select_evidence": nodes.select_evidence,  # only with evidence=sentences
+    "select_evidence": nodes.select_evidence,  # not with evidence=passages
     "generate_answer": nodes.generate_answer,
     "verify": nodes.verify,
     "finalize": nodes.finalize,
 }
-# the path of a question answered with the default settings (no guard, no reranker, whole
-# passages) and
-# without a regeneration
-DIRECT_PATH = tuple(name for name in NODES if name not in ("guard", "rerank", "select_evidence"))
+# the path of a question answered with the default settings (no guard, no reranker,
+# evidence) and without a regeneration
+DIRECT_PATH = tuple(name for name in NODES if name not in ("guard", "rerank"))
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:

@@ -26,12 +26,20 @@ from tools.retrieval import Passage
 # dev questions (bench/bench_evidence.py: with 1.0 the evidence held a gold answer for
 # 24 of 24 at every budget from 600 characters; with 0, 22 of 24)
 KEYWORD_WEIGHT = 1.0
+# a unit of the passage retrieval ranked r-th (from 0) gains RANK_WEIGHT / (1 + r): the
+# first passage held the answer most often, and on docs_corpus the best-scoring units
+# elsewhere were pages mentioning the question's words, such as an error message naming
+# the generator's server for the make demo question (bench_evidence, dev, 900
+# characters: with 0, 0.1, 0.2, 0.3 the evidence held the answer for 95, 96, 98, 98 of
+# 104 docs_corpus questions and 24, 24, 23, 23 of 24 on git's manual)
+RANK_WEIGHT = 0.2
 GAP = "\n[...]\n"  # between units of one passage that were not adjacent
 # A prose sentence ends at . ! or ? followed by space and a capital, digit, quote, bracket
 # or code; never after "e.g." or "i.e.".
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)\s+(?=[A-Z0-9\"'(`*\[])")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _LINE_UNIT = re.compile(r"^\s*(?:[-*+] |\d+[.)] |\||#{1,6} |>)")  # list item, row, heading
+_SEPARATOR_ROW = re.compile(r"^\|[\s:|-]+\|$")
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,10 @@ class Unit:
     passage: int  # index in the passages given
     start: int  # character offsets in the passage's text
     end: int
+    # a table row's header and separator rows (indices in the unit list): a row read
+    # without them is "| `llm_timeout_s` | `180` | seconds; ... |", what neither the
+    # scorer nor the generator can place
+    header: tuple[int, ...] = ()
 
     def text(self, passages: Sequence[Passage]) -> str:
         return passages[self.passage].text[self.start : self.end]
@@ -93,7 +105,25 @@ def _spans(text: str) -> list[tuple[int, int]]:
 
 
 def units_of(passages: Sequence[Passage]) -> list[Unit]:
-    return [Unit(i, s, e) for i, p in enumerate(passages) for s, e in _spans(p.text)]
+    """Every passage's units in order; a table row below a header and its separator row
+    carries them."""
+    units: list[Unit] = []
+    for i, passage in enumerate(passages):
+        text = passage.text
+        run: list[int] = []  # the table rows met so far, one per line, in a row
+        for start, end in _spans(text):
+            row = text.startswith("|", start)
+            if not (row and run and text.count("\n", units[run[-1]].end, start) == 1):
+                run = []
+            header = tuple(run[:2]) if len(run) >= 2 and _is_separator(text, units[run[1]]) else ()
+            if row:
+                run.append(len(units))
+            units.append(Unit(i, start, end, header))
+    return units
+
+
+def _is_separator(text: str, unit: Unit) -> bool:
+    return bool(_SEPARATOR_ROW.match(text[unit.start : unit.end]))
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -125,6 +155,17 @@ def keyword_overlap(queries: Sequence[str], texts: Sequence[str]) -> list[float]
     return scores
 
 
+def _without(queries: Sequence[str], text: str) -> str:
+    """``text`` without any quotation of a query: a page that quotes the question as an
+    example ("`rag ask` with the question "How do I switch..."") matches it word for
+    word and says nothing about its answer."""
+    for query in queries:
+        words = query.strip().rstrip("?.!").split()
+        if len(words) >= 3:
+            text = re.sub(r"\s+".join(map(re.escape, words)), " ", text, flags=re.IGNORECASE)
+    return text
+
+
 def score_units(
     units: Sequence[Unit],
     passages: Sequence[Passage],
@@ -132,12 +173,23 @@ def score_units(
     embedder: Embeddings,
     keyword_weight: float,
 ) -> list[float]:
-    texts = [u.text(passages) for u in units]
+    """Cosine similarity to the closest query, plus ``keyword_weight`` times keyword
+    overlap, plus the passage's rank prior, for each unit as read with its table header
+    and without quotations of the question. A header or separator row scores nothing of
+    its own: it comes with a row."""
+    headers = {j for unit in units for j in unit.header}
+    texts = [
+        _without(queries, "\n".join(units[j].text(passages) for j in (*u.header, i)))
+        for i, u in enumerate(units)
+    ]
     vectors = embedder.embed_documents([*texts, *queries])  # one batch, as retrieval embeds
     vectors, asked = vectors[: len(texts)], vectors[len(texts) :]
     dense = [max(_cosine(v, q) for q in asked) for v in vectors]
     words = keyword_overlap(queries, texts)
-    return [d + keyword_weight * w for d, w in zip(dense, words, strict=True)]
+    return [
+        0.0 if i in headers else d + keyword_weight * w + RANK_WEIGHT / (1 + unit.passage)
+        for i, (unit, d, w) in enumerate(zip(units, dense, words, strict=True))
+    ]
 
 
 def select(
@@ -153,6 +205,8 @@ def select(
     by_passage: dict[int, list[int]] = {}
     for i, unit in enumerate(units):
         by_passage.setdefault(unit.passage, []).append(i)
+    # a table row is a record of its own: no row is another's context, its header is
+    rows = {i for i, unit in enumerate(units) if unit.text(passages).startswith("|")}
     chosen: set[int] = set()
     used = 0
     best: dict[int, float] = {}
@@ -162,7 +216,12 @@ def select(
         unit = units[i]
         siblings = by_passage[unit.passage]
         at = siblings.index(i)
-        for j in siblings[max(0, at - neighbours) : at + neighbours + 1]:
+        around = [
+            j
+            for j in siblings[max(0, at - neighbours) : at + neighbours + 1]
+            if j == i or j not in rows
+        ]
+        for j in sorted({h for k in around for h in units[k].header} | set(around)):
             if j not in chosen:
                 chosen.add(j)
                 used += units[j].end - units[j].start

@@ -9,7 +9,7 @@ from tools import evidence
 from tools.resilient import ResilientEmbeddings
 from tools.retrieval import Passage
 
-SENTENCES = {"evidence": "sentences"}
+PASSAGES = {"evidence": "passages"}
 DOC = (
     "# Bisect\n"
     "\n"
@@ -100,16 +100,65 @@ def test_keyword_overlap_weighs_rare_words_of_the_question():
     assert scores[0] > scores[1] > scores[2] == 0.0
 
 
-def test_the_graph_reads_evidence_when_asked_and_whole_passages_by_default(corpus_env, models):
+TABLE = (
+    "Each splitter has a default size:\n"
+    "\n"
+    "| splitter | default size |\n"
+    "|---|---|\n"
+    "| `chars` | 1000 characters |\n"
+    "| `lines` | 100 lines |\n"
+    "| `tokens` | 256 tokens |\n"
+)
+
+
+def test_a_table_row_is_kept_with_its_header_and_without_other_rows():
+    p = passage(TABLE, 1)
+    units = evidence.units_of([p])
+    assert [u.header for u in units] == [(), (), (), (1, 2), (1, 2), (1, 2)]
+    scores = [0.0] * len(units)
+    scores[4] = 1.0  # the `lines` row; its neighbours are rows, not its context
+    [kept] = evidence.select([p], units, scores, budget_chars=1, neighbours=1)
+    assert kept.text == (
+        "| splitter | default size |\n|---|---|" + evidence.GAP + "| `lines` | 100 lines |"
+    )
+
+
+def test_a_row_is_scored_with_its_header_and_a_header_scores_nothing_alone():
+    p = passage(TABLE, 1)
+    units = evidence.units_of([p])
+    scores = evidence.score_units(units, [p], ["default size of lines"], HashEmbeddings(), 1.0)
+    header, separator, chars, lines = scores[1:5]
+    assert header == separator == 0.0
+    assert lines > chars > 0.0  # the row's own words decide between rows
+
+
+def test_a_unit_quoting_the_question_gets_no_credit_for_the_quotation():
+    question = "How do I switch the generator to a server?"
+    quoting = passage(f'The demo asks "{question}" and prints the answer.', 1)
+    answering = passage("Set the generator spec to openai:NAME@URL to use a server.", 5)
+    units = evidence.units_of([quoting, answering])
+    scores = evidence.score_units(units, [quoting, answering], [question], HashEmbeddings(), 1.0)
+    # the quoting sentence ranks first in retrieval and shares every word of the question
+    assert scores[1] > scores[0]
+
+
+def test_of_equal_units_the_one_from_the_passage_ranked_higher_wins():
+    first, second = passage("Tags mark releases.", 1), passage("Tags mark releases.", 5)
+    units = evidence.units_of([first, second])
+    scores = evidence.score_units(units, [first, second], ["tags"], HashEmbeddings(), 1.0)
+    assert abs(scores[0] - scores[1] - evidence.RANK_WEIGHT / 2) < 1e-9
+
+
+def test_the_graph_reads_evidence_by_default_and_whole_passages_when_asked(corpus_env, models):
     app = build_graph()
     question = {"question": "How do I install the service?"}
-    out = app.invoke(question, {"configurable": SENTENCES}, context=models.services)
+    out = app.invoke(question, {}, context=models.services)
     assert "select_evidence" in out["timings"]
     assert (
         out["retrieval"]["evidence"]["chars_read"]
         <= out["retrieval"]["evidence"]["chars_retrieved"]
     )
-    whole = app.invoke(question, {}, context=models.services)
+    whole = app.invoke(question, {"configurable": PASSAGES}, context=models.services)
     assert "select_evidence" not in whole["timings"] and "evidence" not in whole["retrieval"]
 
 
@@ -131,8 +180,6 @@ def test_an_embedder_failure_reads_the_whole_passages(corpus_env, models):
         embed=lambda _: embedder,
         embed_documents=lambda _: embedder,
     )
-    out = build_graph().invoke(
-        {"question": "How do I install the service?"}, {"configurable": SENTENCES}, context=services
-    )
+    out = build_graph().invoke({"question": "How do I install the service?"}, {}, context=services)
     assert "embedding server down" in out["retrieval"]["evidence_error"]
     assert out["outcome"] == "verified"  # answered from the whole passages
