@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from evaluation import guard as guard_bench
-from graph import config_for, nodes, prompts
+from graph import config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.graph_runs import run_graph
 from tools.collection import Collection
@@ -41,18 +41,21 @@ def ask(data_dir, question, **state):
     return run_graph({"question": question, **state}, config_for(data_dir=data_dir, **RUN))
 
 
-def test_the_demo_question_is_never_verified_wrong(data_dir):
-    """models.md answers it plainly, yet whether the 1.5B generator first says
-    NOT_IN_DOCUMENTS flipped with the process's prompt cache (issue 38, open): an honest
-    abstention is tolerated here, a fault or a verified wrong answer is not."""
+def test_the_demo_question_is_answered_right_and_never_verified_wrong(data_dir):
+    """models.md answers it with an example; reading evidence, the generator gives it. It
+    may still be NOT VERIFIED, with its reason: the 1.5B verifier, asked which of the
+    passages' settings the answer needs, has picked OPENAI_BASE_URL over
+    RAG_GENERATOR_MODEL (issue 38)."""
     out = ask(data_dir, "How do I switch the answer generator to an OpenAI-compatible server?")
-    if out["outcome"] == "abstained":
-        assert out["answer"] == prompts.ABSTAIN_NOT_FOUND, out["answer"]
-    else:
-        assert out["citations"], out
-    if out["outcome"] == "verified":  # a verified answer must be the right one
-        assert re.search(r"openai:[\w.<>-]+@", out["answer"]), out
-        assert out["citations"], out
+    assert out["outcome"] in ("verified", "not_verified"), out["answer"]
+    assert re.search(r"RAG_GENERATOR_MODEL=openai:[\w.<>-]+@", out["answer"]), out["answer"]
+    assert out["citations"], out
+    if out["outcome"] == "not_verified":  # the reason is given
+        verdict = out["verdict"]
+        assert verdict["confidence"] is not None, verdict
+        assert verdict["confidence"] < verdict["threshold"] or (
+            verdict["literal_choice"] or {}
+        ).get("overruled"), verdict
 
 
 def test_the_install_questions_right_answer_is_verified(data_dir):
