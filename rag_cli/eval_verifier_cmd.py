@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
+
+from langchain_core.embeddings import Embeddings
 
 from evaluation import verifier as bench
 from evaluation.splits import provenance
@@ -16,7 +18,7 @@ from graph.services import or_shared
 from graph.verification import verify_answer
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.evidence import evidence_for
+from tools.evidence import GAP, evidence_for
 from tools.retrieval import Passage
 
 
@@ -54,6 +56,30 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
+def passages_read(
+    item: bench.VerifierItem, settings: Settings, embedder: Embeddings
+) -> list[dict[str, Any]]:
+    """The item's passages as the verifier reads them in the graph: with
+    evidence=sentences, each cut to the evidence selected for the question. Each keeps
+    its number: the item's answer was written citing them in the item's order, while
+    the graph's selector orders passages by their best sentence and leaves out those
+    with none (the generator cites after that). A passage left out reads "[...]"."""
+    passages = [
+        Passage(p["text"], p["source"], [str(n)], 0.0, 0.0) for n, p in enumerate(item.passages)
+    ]
+    if settings.evidence == "sentences":
+        kept, _ = evidence_for(
+            passages,
+            [item.question],
+            embedder,
+            settings.evidence_chars,
+            settings.evidence_neighbours,
+        )
+        cut = {p.chunk_ids[0]: p for p in kept}
+        passages = [cut.get(p.chunk_ids[0], replace(p, text=GAP.strip())) for p in passages]
+    return [asdict(p) for p in passages]
+
+
 def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     if args.calibrate and args.split != "dev":
         print("rag eval verifier: error: calibrate on --split dev only", file=sys.stderr)
@@ -66,27 +92,13 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     services = or_shared(args.services)
     model = services.llm(settings, "verifier")
 
-    def read(item: bench.VerifierItem) -> list[dict[str, Any]]:
-        """The item's passages as the verifier reads them in the graph: with
-        evidence=sentences, the evidence selected for the question."""
-        passages = [Passage(p["text"], p["source"], [p["source"]], 0.0, 0.0) for p in item.passages]
-        if settings.evidence == "sentences":
-            passages, _ = evidence_for(
-                passages,
-                [item.question],
-                services.embedder(settings),
-                settings.evidence_chars,
-                settings.evidence_neighbours,
-            )
-        return [asdict(p) for p in passages]
-
     def check(item: bench.VerifierItem) -> dict[str, Any]:
         try:
             return verify_answer(
                 model,
                 item.question,
                 item.answer,
-                read(item),
+                passages_read(item, settings, services.embedder(settings)),
                 # every item gets every check: the report applies the thresholds
                 threshold=0.0,
                 phrase_threshold=0.0,

@@ -8,8 +8,11 @@ import pytest
 
 from evaluation import verifier as bench
 from evaluation.datasets import DatasetError
+from rag_cli.eval_verifier_cmd import passages_read
 from rag_cli.main import main
+from tests.fakes import HashEmbeddings
 from tests.shared_data import SQUAD_FILE
+from tools.config import load_settings
 
 
 def rec(source, right, confidence, category="c", form="sentence"):
@@ -131,3 +134,29 @@ def test_squad_items_are_balanced_and_wrong_spans_share_the_type():
 def test_calibrating_on_the_test_split_is_refused(capsys):
     assert main(["eval", "verifier", "--split", "test", "--calibrate"]) == 2
     assert "dev only" in capsys.readouterr().err
+
+
+def test_evidence_keeps_each_passage_in_the_slot_the_answer_cites():
+    """A wrong-citation pair cites [1], a passage about another error; [2] states the
+    claim. The selector ranks [2] first: read in its order, the answer's [1] pointed at
+    the right passage and the wrong answer was verified (2026-11-26 test run)."""
+    item = bench.VerifierItem(
+        id="x-wrong",
+        source="docs",
+        category="wrong_citation",
+        question="What should I do about the error no valid Verdict?",
+        passages=(
+            {"source": "t.md", "text": "Timeouts: an error when no reply came. " * 3},
+            {"source": "t.md", "text": "No valid Verdict: raise the tokens. " + "Verdict errors. " * 9},
+            {"source": "u.md", "text": "Unrelated words about tags."},
+        ),
+        answer="Raise the tokens [1].",
+        right=False,
+        group="x",
+    )
+    settings = load_settings({"evidence_chars": 200, "evidence_neighbours": 0})
+    read = passages_read(item, settings, HashEmbeddings())
+    assert [p["text"][:9] for p in read[:2]] == ["Timeouts:", "No valid "]
+    assert read[2]["text"] == "[...]"  # no sentence chosen from it: it keeps its number
+    whole = passages_read(item, load_settings({"evidence": "passages"}), HashEmbeddings())
+    assert [p["text"] for p in whole] == [p["text"] for p in item.passages]
