@@ -147,7 +147,7 @@ def test_evidence_keeps_each_passage_in_the_slot_the_answer_cites():
         question="What should I do about the error no valid Verdict?",
         passages=(
             {"source": "t.md", "text": "Timeouts: an error when no reply came. " * 3},
-            {"source": "t.md", "text": "No valid Verdict: raise the tokens. " + "Verdict errors. " * 9},
+            {"source": "t.md", "text": "No valid Verdict: raise the tokens. " + "Errors. " * 9},
             {"source": "u.md", "text": "Unrelated words about tags."},
         ),
         answer="Raise the tokens [1].",
