@@ -51,6 +51,7 @@ class Unit:
     # without them is "| `llm_timeout_s` | `180` | seconds; ... |", what neither the
     # scorer nor the generator can place
     header: tuple[int, ...] = ()
+    row: bool = False  # a table row: a record of its own, never another row's context
 
     def text(self, passages: Sequence[Passage]) -> str:
         return passages[self.passage].text[self.start : self.end]
@@ -118,7 +119,7 @@ def units_of(passages: Sequence[Passage]) -> list[Unit]:
             header = tuple(run[:2]) if len(run) >= 2 and _is_separator(text, units[run[1]]) else ()
             if row:
                 run.append(len(units))
-            units.append(Unit(i, start, end, header))
+            units.append(Unit(i, start, end, header, row))
     return units
 
 
@@ -205,8 +206,6 @@ def select(
     by_passage: dict[int, list[int]] = {}
     for i, unit in enumerate(units):
         by_passage.setdefault(unit.passage, []).append(i)
-    # a table row is a record of its own: no row is another's context, its header is
-    rows = {i for i, unit in enumerate(units) if unit.text(passages).startswith("|")}
     chosen: set[int] = set()
     used = 0
     best: dict[int, float] = {}
@@ -219,8 +218,9 @@ def select(
         around = [
             j
             for j in siblings[max(0, at - neighbours) : at + neighbours + 1]
-            if j == i or j not in rows
+            if j == i or not units[j].row
         ]
+        # a row comes with its header, which is its context
         for j in sorted({h for k in around for h in units[k].header} | set(around)):
             if j not in chosen:
                 chosen.add(j)
