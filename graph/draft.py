@@ -98,3 +98,18 @@ class DraftStream:
         if n not in self.valid:
             return ""
         return f"[{self.new_of.setdefault(n, len(self.new_of) + 1)}]"
+
+
+class StepClock:
+    """Each run's own time of a node, from the ``timings`` its updates carry: the state
+    adds up a node's repeated runs (a regeneration), which would read as one long run."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+
+    def seconds(self, node: str, update: dict[str, Any] | None) -> float | None:
+        total = ((update or {}).get("timings") or {}).get(node)
+        if total is None:
+            return None
+        own, self.spent[node] = total - self.spent.get(node, 0.0), total
+        return own

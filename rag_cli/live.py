@@ -12,7 +12,7 @@ import re
 import shutil
 from typing import Any, TextIO
 
-from graph.draft import DRAFT, DRAFT_RESET, Event
+from graph.draft import DRAFT, DRAFT_RESET, Event, StepClock
 from graph.graph import GENERATOR_NODE
 from rag_cli.terminal import unescaped
 
@@ -46,7 +46,7 @@ class LiveAnswer:
         self.steps: list[str] = []  # the progress lines inside the block
         self.draft = ""
         self.attempt: int | None = None
-        self.spent: dict[str, float] = {}  # the state's timings add up a node's repeated runs
+        self.clock = StepClock()
         self.runs: dict[str, int] = {}
 
     # --- events -----------------------------------------------------------------------
@@ -67,13 +67,12 @@ class LiveAnswer:
 
     def step(self, node: str, update: dict[str, Any]) -> None:
         """A node finished: one progress line, its own time (not the sum of its runs)."""
-        total = (update.get("timings") or {}).get(node)
+        seconds = self.clock.seconds(node, update)
         self.runs[node] = self.runs.get(node, 0) + 1
         name = f"{node} (attempt {self.runs[node]})" if self.runs[node] > 1 else node
         line = f"  {name}"
-        if total is not None:
-            line += f": {total - self.spent.get(node, 0.0):.2f}s"
-            self.spent[node] = total
+        if seconds is not None:
+            line += f": {seconds:.2f}s"
         if node == "retrieve":
             info = update.get("retrieval") or {}
             line += f" ({info.get('kept', 0)} passages of {info.get('candidates', 0)} candidates)"

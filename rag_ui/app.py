@@ -38,7 +38,7 @@ from starlette.staticfiles import StaticFiles
 
 from graph import build_graph, config_for
 from graph.configuration import PER_QUESTION_FIELDS
-from graph.draft import DRAFT, DRAFT_RESET, STEP
+from graph.draft import DRAFT, DRAFT_RESET, STEP, StepClock
 from graph.services import Services
 from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, check_comment, flags_file
@@ -189,7 +189,7 @@ class ChatApp:
         if not history and session.restored:  # after a restart: the saved turns come back
             history = inputs["messages"] = session.history()
         started, first_token = time.perf_counter(), None
-        spent: dict[str, float] = {}  # the state's timings add up a node's repeated runs
+        clock = StepClock()
         yield _event("start", {"question": question, "settings": used})
         try:
             async for mode, chunk in self.graph.astream(
@@ -200,9 +200,8 @@ class ChatApp:
             ):
                 if mode == "updates":
                     for node, update in chunk.items():
-                        total = ((update or {}).get("timings") or {}).get(node)
-                        seconds = None if total is None else round(total - spent.get(node, 0), 4)
-                        spent[node] = total or 0.0
+                        seconds = clock.seconds(node, update)
+                        seconds = None if seconds is None else round(seconds, 4)
                         yield _event("step", {"node": node, "seconds": seconds})
                 elif chunk.get("kind") == STEP:  # graph/draft.py: what runs now
                     yield _event("running", {"node": chunk["node"]})

@@ -156,14 +156,22 @@ def keyword_overlap(queries: Sequence[str], texts: Sequence[str]) -> list[float]
     return scores
 
 
-def _without(queries: Sequence[str], text: str) -> str:
-    """``text`` without any quotation of a query: a page that quotes the question as an
-    example ("`rag ask` with the question "How do I switch..."") matches it word for
-    word and says nothing about its answer."""
-    for query in queries:
-        words = query.strip().rstrip("?.!").split()
-        if len(words) >= 3:
-            text = re.sub(r"\s+".join(map(re.escape, words)), " ", text, flags=re.IGNORECASE)
+def _quotations(queries: Sequence[str]) -> list[re.Pattern[str]]:
+    """Patterns for quotations of the queries (of three words or more): a page that
+    quotes the question as an example ("`rag ask` with the question "How do I
+    switch..."") matches it word for word and says nothing about its answer, so a unit is
+    scored without them."""
+    quoted = (query.strip().rstrip("?.!").split() for query in queries)
+    return [
+        re.compile(r"\s+".join(map(re.escape, words)), re.IGNORECASE)
+        for words in quoted
+        if len(words) >= 3
+    ]
+
+
+def _without(quotations: Sequence[re.Pattern[str]], text: str) -> str:
+    for quotation in quotations:
+        text = quotation.sub(" ", text)
     return text
 
 
@@ -179,8 +187,9 @@ def score_units(
     and without quotations of the question. A header or separator row scores nothing of
     its own: it comes with a row."""
     headers = {j for unit in units for j in unit.header}
+    quotations = _quotations(queries)
     texts = [
-        _without(queries, "\n".join(units[j].text(passages) for j in (*u.header, i)))
+        _without(quotations, "\n".join(units[j].text(passages) for j in (*u.header, i)))
         for i, u in enumerate(units)
     ]
     vectors = embedder.embed_documents([*texts, *queries])  # one batch, as retrieval embeds
