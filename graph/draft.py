@@ -81,6 +81,12 @@ class DraftStream:
         self._emit(self.pending[:cut])
         self.pending = self.pending[cut:]
 
+    def withdraw(self) -> None:
+        """The whole answer is void (it stated nothing): a draft already shown goes."""
+        if self.shown:
+            self.write({"kind": DRAFT_RESET, "attempt": self.attempt})
+        self.stopped, self.shown, self.pending = True, False, ""
+
     def close(self) -> None:
         if not self.stopped:
             self._emit(self.pending)

@@ -40,6 +40,7 @@ from tools.grounding import (
     cite_uncited,
     cited_numbers,
     renumber,
+    statements,
     strip_markers,
 )
 from tools.rerank import rerank
@@ -343,15 +344,14 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
     write = stream_writer()
 
     def write_answer(**how: Any) -> str:
-        return _answer(
-            settings,
-            services,
-            state["queries"][0],
-            state["passages"],
-            config,
-            sink=DraftStream(len(state["passages"]), attempts, write),
-            **how,
+        sink = DraftStream(len(state["passages"]), attempts, write)
+        draft = _answer(
+            settings, services, state["queries"][0], state["passages"], config, sink=sink, **how
         )
+        if not statements(draft):  # "[1]" alone: the 1.5B model gave no answer, as NOT_FOUND
+            sink.withdraw()
+            return prompts.NOT_FOUND
+        return draft
 
     second_look = False
     try:
@@ -403,8 +403,6 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
         s + prompts.NOT_SUPPORTED_NOTE.format(missing=", ".join(missing[s]))
         for s in verdict["unsupported"]
     ]
-    if not verdict["statements"]:  # e.g. "[1] [2]": nothing to check
-        feedback = [prompts.NO_STATEMENT]
     return {"verdict": verdict, "feedback": feedback}
 
 

@@ -146,8 +146,6 @@ GUARD = Prompt(
 )
 
 NOT_FOUND = "NOT_IN_DOCUMENTS"
-# regeneration feedback for an answer made only of citation markers (small models do this)
-NO_STATEMENT = "(the answer had no sentence, only citation markers: write the answer in words)"
 # Regeneration feedback: each rejected statement followed by this note. A small generator
 # sometimes copies the note into its next answer; ``without_notes`` removes it.
 NOT_SUPPORTED_NOTE = " (not in the passages it cites: {missing})"

@@ -62,6 +62,16 @@ def test_a_retried_call_resets_the_draft_it_streamed():
     assert shown(events) == "The answer [1]."
 
 
+def test_a_withdrawn_answer_resets_the_draft_it_streamed():
+    events: list[dict] = []
+    stream = DraftStream(2, 1, events.append)
+    stream.start()
+    stream.piece("[2]")
+    stream.close()
+    stream.withdraw()
+    assert [e["kind"] for e in events] == [DRAFT, DRAFT_RESET] and shown(events) == ""
+
+
 # --- a terminal ------------------------------------------------------------------------
 def screen(raw: str, width: int = COLUMNS) -> str:
     """The rows a terminal shows after ``raw``: enough of VT100 for what rag_cli/live.py
