@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--squad) and reports precision and recall of the verified label, accuracy, ROC AUC "
         "of the confidence and the confusion matrix, overall, per source and per category. "
         "--calibrate (dev split only) prints, per answer form (sentence, phrase), of the "
-        "thresholds reaching 95%% precision on every source (evaluation.verifier.TARGETS), "
-        "the one whose precision has the highest lower 95%% confidence bound.",
+        "thresholds reaching 95% precision on every source (evaluation.verifier.TARGETS), "
+        "the one whose precision has the highest lower 95% confidence bound.",
     )
     parser.add_argument("--split", choices=bench.SPLITS, default="dev")
     parser.add_argument(
