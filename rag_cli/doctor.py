@@ -17,6 +17,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from tools.answer_check import yes_probability
 from tools.config import Settings, masked
 from tools.isolated import run_isolated
 from tools.local_llm import REBUILD_ADVICE
@@ -25,6 +26,7 @@ from tools.outbound import destinations
 
 PROBE_SENTENCE = "Retrieval augmented generation answers questions from documents."
 PROBE_PROMPT = "Reply with one short sentence: what is 2 + 2?"
+VERIFIER_PROBE = "Is 2 + 2 equal to 4? Reply with only yes or no."
 # The probe's first call with the default local model on an idle 2-core machine (1.4 s
 # measured, 2026-11-23); several times this means the CPU is shared or misconfigured.
 EXPECTED_LOCAL_PROBE_S = 1.5
@@ -47,6 +49,7 @@ class ModelCheck:
     detail: str = ""
     error: str | None = None
     local: bool = False
+    verifier: str = ""  # what a verifier's confidence is read from, and its thresholds
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -71,9 +74,30 @@ def _check_chat(settings: Settings, spec: str, roles: list[str]) -> ModelCheck:
         check.first_call_s = round(time.perf_counter() - started, 3)
         usage = reply.usage_metadata or {}
         check.detail = f"{reply.text.strip()[:80]!r} ({usage.get('output_tokens', '?')} tokens)"
+        if "verifier" in roles:
+            check.verifier = _verifier_confidence(settings, model)
     except Exception as exc:  # doctor reports every failure instead of stopping at the first
         check.error = f"{type(exc).__name__}: {exc}"
     return check
+
+
+def _verifier_confidence(settings: Settings, model: Any) -> str:
+    """Prove the verifier gives what its confidence is read from: a provider without
+    token log-probabilities would leave every answer not verified (ModelOutputError,
+    which names the setting), so the doctor fails on it rather than the first answer."""
+    p_yes = yes_probability(model, [HumanMessage(VERIFIER_PROBE)], retries=0)
+    said = f"confidence from token log-probabilities (P(yes) {p_yes:.2f} on a probe)"
+    defaults = Settings()
+    thresholds = (settings.verify_threshold, settings.verify_threshold_phrase)
+    if thresholds != (defaults.verify_threshold, defaults.verify_threshold_phrase):
+        return f"{said}; thresholds {thresholds[0]} / {thresholds[1]} as set"
+    if settings.verifier_model == defaults.verifier_model:
+        return f"{said}; default thresholds, calibrated for this model"
+    return (
+        f"{said}; the default thresholds were calibrated for the local model, not this one: "
+        "run rag eval verifier --split dev --squad --calibrate and set verify_threshold "
+        "and verify_threshold_phrase"
+    )
 
 
 def _check_embeddings(settings: Settings) -> ModelCheck:
@@ -185,6 +209,8 @@ def _print_check(c: dict[str, Any]) -> None:
     timing = f"load {c['load_s']}s, first call {c['first_call_s']}s"
     print(f"  {status} {c['kind']:9} {c['spec']:24} roles={','.join(c['roles'])}")
     print(f"       {timing}; {c['error'] or c['detail']}", flush=True)
+    if c["verifier"]:
+        print(f"       verifier: {c['verifier']}", flush=True)
 
 
 def run(args: argparse.Namespace, settings: Settings, probe: Probe = probe_model) -> int:

@@ -13,8 +13,9 @@ from typing import Any
 
 
 class OpenAIStub:
-    def __init__(self, reply: str = "4") -> None:
+    def __init__(self, reply: str = "4", logprobs: bool = True) -> None:
         self.reply = reply
+        self.logprobs = logprobs  # a provider without them (Anthropic's API) answers the same
         self.requests: list[tuple[str, dict[str, Any]]] = []
         stub = self
 
@@ -44,18 +45,22 @@ class OpenAIStub:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": self.reply},
+        }
+        if body.get("logprobs") and self.logprobs:  # a sure "yes" to any yes/no question
+            top = [{"token": "yes", "logprob": -0.1}, {"token": "no", "logprob": -2.5}]
+            choice["logprobs"] = {
+                "content": [{"token": "yes", "logprob": -0.1, "top_logprobs": top}]
+            }
         return {
             "id": "chatcmpl-test",
             "object": "chat.completion",
             "created": 0,
             "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": self.reply},
-                }
-            ],
+            "choices": [choice],
             "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
         }
 

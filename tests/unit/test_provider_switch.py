@@ -55,6 +55,25 @@ def test_doctor_json_reports_each_model(tmp_path, monkeypatch, capsys):
     assert chat["roles"] == ["generator", "query", "verifier", "judge"]
     assert chat["loaded"] and chat["load_s"] is not None and chat["first_call_s"] is not None
     assert emb["kind"] == "embedding" and emb["detail"] == "3-d vector"
+    assert chat["verifier"].startswith("confidence from token log-probabilities (P(yes) 0.92")
+    assert "not this one: run rag eval verifier" in chat["verifier"]  # thresholds uncalibrated
+
+
+def test_doctor_fails_on_a_verifier_without_log_probabilities(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with OpenAIStub() as server, OpenAIStub(logprobs=False) as plain:
+        for role in ("GENERATOR", "QUERY", "JUDGE"):
+            monkeypatch.setenv(f"RAG_{role}_MODEL", f"openai:chat@{server.base_url}")
+        monkeypatch.setenv("RAG_VERIFIER_MODEL", f"openai:chat@{plain.base_url}")
+        monkeypatch.setenv("RAG_EMBEDDING_MODEL", f"openai:emb@{server.base_url}")
+        monkeypatch.setenv("RAG_LLM_MAX_RETRIES", "0")
+        code = main(["doctor", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    other, verifier = report["models"][:2]
+    assert other["error"] is None and other["verifier"] == ""  # not a verifier: not asked
+    assert verifier["roles"] == ["verifier"] and code == 1 and report["ok"] is False
+    assert "no token log-probabilities" in verifier["error"]
+    assert "verifier_model" in verifier["error"]  # names the setting to change
 
 
 def test_doctor_fails_clearly_when_a_model_is_unreachable(tmp_path, monkeypatch, capsys):
