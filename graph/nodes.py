@@ -48,6 +48,7 @@ from tools.resilient import TextSink, invoke_text
 from tools.retrieval import Passage, RetrievalReport, cut, make_retriever
 from tools.structured import invoke_structured
 from tools.vector_store import StaleStoreError
+from tools.verifier_thresholds import thresholds_for
 
 Node = Callable[[State, RunnableConfig, Services], dict[str, Any]]
 MAX_DROPPED_LISTED = 20
@@ -377,18 +378,25 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
     """The second LLM judges the question-answer pair against the cited passages
     (graph/verification.py); the verdict says verified or not, with a confidence."""
     settings = settings_for(config, state)
+    judge = services.judge(settings)
+    pairs = {method: thresholds_for(settings, method) for method in ("logprobs", "sampled")}
     try:
+        if pairs["logprobs"].pair != pairs["sampled"].pair:
+            judge.settle(config)  # the first check must be read against the right pair
+        thresholds = pairs[judge.method_in_use]
         verdict = verify_answer(
-            services.llm(settings, "verifier"),
+            judge,
             state["queries"][0],
             state["draft"],
             state["passages"],
-            threshold=settings.verify_threshold,
-            phrase_threshold=settings.verify_threshold_phrase,
-            retries=settings.llm_max_retries,
+            threshold=thresholds.sentence,
+            phrase_threshold=thresholds.phrase,
             extractive=settings.answer_style == "short",
             config=config,
         )
+        # the pairs are equal when settle was skipped: label what the reading was
+        method = verdict.get("confidence_method", judge.method_in_use)
+        verdict["thresholds"] = pairs[method].as_dict()
     except ModelError as exc:  # a verifier failure must not lose the answer: mark it unchecked
         verdict = {"grounded": False, "confidence": None, "error": f"verifier failed: {exc}"}
         error = {"type": exc.kind, "stage": "verify", "message": str(exc)}

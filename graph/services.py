@@ -29,6 +29,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 
+from tools.answer_check import FirstTokenJudge
 from tools.collection import Collection, handle_key
 from tools.config import Settings
 from tools.model_spec import parse_model_spec
@@ -99,6 +100,26 @@ class Services:
 
     def llm(self, settings: Settings, role: Role) -> BaseChatModel:
         return self._models.get(chat_key(settings, role), lambda: self._chat(settings, role))
+
+    def judge(self, settings: Settings) -> FirstTokenJudge:
+        """The verifier model with the way its confidence is read; kept like the models, so
+        ``auto``'s discovery that a provider gives no log-probabilities is made once."""
+        key = (
+            "judge",
+            chat_key(settings, "verifier"),
+            settings.verifier_confidence,
+            settings.verifier_samples,
+            settings.llm_max_retries,
+        )
+        return self._models.get(
+            key,
+            lambda: FirstTokenJudge(
+                self.llm(settings, "verifier"),
+                retries=settings.llm_max_retries,
+                method=settings.verifier_confidence,
+                samples=settings.verifier_samples,
+            ),
+        )
 
     def embedder(self, settings: Settings) -> Embeddings:
         return self._models.get(embeddings_key(settings), lambda: self._embed(settings))

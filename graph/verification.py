@@ -50,13 +50,12 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from graph import prompts
 from graph.context import context_message
-from tools.answer_check import first_token_shares, token_overlap, yes_probability
+from tools.answer_check import FirstTokenJudge, token_overlap
 from tools.grounding import (
     blank_out,
     cited_clauses,
@@ -189,13 +188,12 @@ def _rivals(literal: str, pool: Sequence[str], claimed: Sequence[str]) -> list[s
 
 
 def literal_choice(
-    model: BaseChatModel,
+    judge: FirstTokenJudge,
     question: str,
     answer: str,
     context: BaseMessage,
     passages: Sequence[dict[str, Any]],
     *,
-    retries: int,
     config: RunnableConfig | None = None,
 ) -> dict[str, Any] | None:
     """The reading question for the first literal ``answer`` claims (a command, flag,
@@ -235,9 +233,7 @@ def literal_choice(
             f"{letter}. {option}" for letter, option in zip(letters, options, strict=True)
         ),
     )
-    shares = first_token_shares(
-        model, [context, HumanMessage(ask)], letters, retries=retries, config=config
-    )
+    shares = judge.read([context, HumanMessage(ask)], letters, config).shares
     weights = [round(shares[letter], 4) for letter in letters]
     share = dict(zip(options, weights, strict=True))
     rival = max((o for o in options if o != literal), key=share.__getitem__)
@@ -307,14 +303,13 @@ def citation_problems(
 
 
 def verify_answer(
-    model: BaseChatModel,
+    judge: FirstTokenJudge,
     question: str,
     draft: str,
     passages: Sequence[dict[str, Any]],
     *,
     threshold: float,
     phrase_threshold: float,
-    retries: int,
     extractive: bool = False,
     config: RunnableConfig | None = None,
 ) -> dict[str, Any]:
@@ -355,13 +350,11 @@ def verify_answer(
     answer = strip_markers(draft, set(check.holding)).strip()
     context = context_message(shown, check.holding)
     claim = prompts.VERIFY.text.format(question=question, answer=answer)
-    confidence = yes_probability(
-        model, [context, HumanMessage(claim)], retries=retries, config=config
-    )
+    reading = judge.yes([context, HumanMessage(claim)], config)
+    confidence = reading.shares["yes"]
+    verdict["confidence_method"] = reading.method
     if verdict["threshold"] <= confidence < SURE_CLAIM and not extractive:
-        choice = literal_choice(
-            model, question, answer, context, shown, retries=retries, config=config
-        )
+        choice = literal_choice(judge, question, answer, context, shown, config=config)
         verdict |= {"claim_confidence": round(confidence, 4), "literal_choice": choice}
         if choice and choice["overruled"]:  # the confidence falls to the literal's share
             confidence = min(confidence, choice["share"])

@@ -17,16 +17,16 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from tools.answer_check import yes_probability
+from tools.answer_check import SETTLE_PROBE, FirstTokenJudge
 from tools.config import Settings, masked
 from tools.isolated import run_isolated
 from tools.local_llm import REBUILD_ADVICE
 from tools.models import ROLES, chat_model, chat_spec, embeddings
 from tools.outbound import destinations
+from tools.verifier_thresholds import path_of, thresholds_for
 
 PROBE_SENTENCE = "Retrieval augmented generation answers questions from documents."
 PROBE_PROMPT = "Reply with one short sentence: what is 2 + 2?"
-VERIFIER_PROBE = "Is 2 + 2 equal to 4? Reply with only yes or no."
 # The probe's first call with the default local model on an idle 2-core machine (1.4 s
 # measured, 2026-11-23); several times this means the CPU is shared or misconfigured.
 EXPECTED_LOCAL_PROBE_S = 1.5
@@ -82,22 +82,27 @@ def _check_chat(settings: Settings, spec: str, roles: list[str]) -> ModelCheck:
 
 
 def _verifier_confidence(settings: Settings, model: Any) -> str:
-    """Prove the verifier gives what its confidence is read from: a provider without
-    token log-probabilities would leave every answer not verified (ModelOutputError,
-    which names the setting), so the doctor fails on it rather than the first answer."""
-    p_yes = yes_probability(model, [HumanMessage(VERIFIER_PROBE)], retries=0)
-    said = f"confidence from token log-probabilities (P(yes) {p_yes:.2f} on a probe)"
-    defaults = Settings()
-    thresholds = (settings.verify_threshold, settings.verify_threshold_phrase)
-    if thresholds != (defaults.verify_threshold, defaults.verify_threshold_phrase):
-        return f"{said}; thresholds {thresholds[0]} / {thresholds[1]} as set"
-    if settings.verifier_model == defaults.verifier_model:
-        return f"{said}; default thresholds, calibrated for this model"
-    return (
-        f"{said}; the default thresholds were calibrated for the local model, not this one: "
-        "run rag eval verifier --split dev --squad --calibrate and set verify_threshold "
-        "and verify_threshold_phrase"
+    """Prove the verifier gives the confidence ``verifier_confidence`` asks for, name the
+    one it will use and the thresholds it is read against. A model that can give
+    neither log-probabilities nor yes/no replies fails here rather than on every answer."""
+    judge = FirstTokenJudge(
+        model, retries=0, method=settings.verifier_confidence, samples=settings.verifier_samples
     )
+    p_yes = judge.yes([HumanMessage(SETTLE_PROBE)]).shares["yes"]
+    method = judge.method_in_use
+    how = {
+        "logprobs": "token log-probabilities",
+        "sampled": f"sampled replies ({settings.verifier_samples} per check, temperature 1)",
+    }[method]
+    said = f"confidence from {how} (P(yes) {p_yes:.2f} on a probe)"
+    thresholds = thresholds_for(settings, method)
+    pair = f"{thresholds.sentence} / {thresholds.phrase}"
+    return {
+        "set": f"{said}; thresholds {pair} as set",
+        "calibrated": f"{said}; thresholds {pair} calibrated for it ({path_of(settings)})",
+        "default": f"{said}; default thresholds {pair}, calibrated for this model",
+        "uncalibrated": f"{said}; UNCALIBRATED thresholds {pair}: {thresholds.warning}",
+    }[thresholds.source]
 
 
 def _check_embeddings(settings: Settings) -> ModelCheck:

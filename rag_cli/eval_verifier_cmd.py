@@ -16,6 +16,7 @@ from evaluation.splits import provenance
 from evaluation.squad import SQUAD_DEV
 from graph.services import or_shared
 from graph.verification import verify_answer
+from tools import verifier_thresholds
 from tools.config import Settings
 from tools.errors import ModelError
 from tools.evidence import GAP, evidence_for
@@ -90,19 +91,18 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
         squad, split=args.split, seed=args.seed, squad_per_split=args.squad_per_split
     )[: args.limit]
     services = or_shared(args.services)
-    model = services.llm(settings, "verifier")
+    judge = services.judge(settings)
 
     def check(item: bench.VerifierItem) -> dict[str, Any]:
         try:
             return verify_answer(
-                model,
+                judge,
                 item.question,
                 item.answer,
                 passages_read(item, settings, services.embedder(settings)),
                 # every item gets every check: the report applies the thresholds
                 threshold=0.0,
                 phrase_threshold=0.0,
-                retries=settings.llm_max_retries,
                 extractive=item.source == "squad",  # SQuAD items are short-style answers
             )
         except ModelError as exc:  # counted as not verified, and shown
@@ -123,9 +123,22 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
         if args.phrase_threshold is None
         else args.phrase_threshold,
     }
+    method = judge.method_in_use
+    recorded_in = None
     if args.calibrate:
         thresholds = bench.choose_thresholds(records)
+        recorded_in = str(
+            verifier_thresholds.record(
+                settings, method, thresholds, split=args.split, **measured_with
+            )
+        )
     result = {
+        "verifier": {
+            "model": settings.verifier_model,
+            "confidence": method,
+            "samples": settings.verifier_samples if method == "sampled" else None,
+            "thresholds_recorded_in": recorded_in,
+        },
         "split": args.split,
         "seed": args.seed,
         "provenance": measured_with,

@@ -7,8 +7,15 @@ above such near misses, so a threshold on it (``verify_threshold``, chosen on th
 verifier benchmark, evaluation/verifier.py) trades coverage for precision at a known
 rate. graph/verification.py is its caller.
 
-Read from the first reply token's log-probabilities, in OpenAI's ``logprobs`` shape:
-OpenAI-compatible servers return them when asked, and so does the local model.
+Two ways to read it (``verifier_confidence``):
+- ``logprobs``: from the first reply token's log-probabilities, in OpenAI's ``logprobs``
+  shape. OpenAI-compatible servers return them when asked, and so does the local model.
+- ``sampled``: for providers that do not (Anthropic, several behind litellm): the share
+  of "yes" among ``verifier_samples`` replies sampled at temperature 1, each with its
+  own seed. It estimates the same quantity (the first token's distribution restricted to
+  the words), so it is read against the same kind of threshold, with sampling noise.
+- ``auto`` (the default) reads log-probabilities and switches to sampling, for good,
+  the first time the model replies without them.
 
 Also here: how far two short answers say the same thing (``token_overlap``, the
 official SQuAD F1), which both scores SQuAD answers and compares a short answer with
@@ -22,24 +29,53 @@ import math
 import re
 import string
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 
-from tools.errors import ModelOutputError
+from tools.config import Confidence
+from tools.errors import ModelOutputError, NoLogprobsError
 from tools.resilient import with_retries
 
 TOP_TOKENS = 10
+SETTLE_PROBE = "Is 2 + 2 equal to 4? Reply with only yes or no."
+# Enough tokens for the first word of a reply ("Yes", "Yes,", " B.").
+_SAMPLE_TOKENS = 3
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
 
 
-def _shares(reply_metadata: dict, model: str, words: Sequence[str]) -> dict[str, float]:
+class Reading(NamedTuple):
+    """Each word's share, and how it was read: "logprobs" or "sampled"."""
+
+    shares: dict[str, float]
+    method: str
+
+
+def _model_name(model: BaseChatModel) -> str:
+    return str(getattr(model, "model_name", None) or getattr(model, "model", None) or "model")
+
+
+def _normalised(mass: dict[str, float], model: str, words: Sequence[str]) -> dict[str, float]:
+    total = sum(mass.values())
+    if total == 0:
+        raise ModelOutputError(
+            f"{model}: none of {', '.join(words)} among its first replies; the verifier_model "
+            "must answer with one of them"
+        )
+    return {w: p / total for w, p in mass.items()}
+
+
+def _logprob_shares(reply_metadata: dict, model: str, words: Sequence[str]) -> dict[str, float]:
     """Each of ``words``' share of their summed probability as the first reply token."""
     content = (reply_metadata.get("logprobs") or {}).get("content") or []
     if not content:
-        raise ModelOutputError(
-            f"{model} returned no token log-probabilities; use a verifier_model whose "
-            "provider returns logprobs (OpenAI, vLLM, llama.cpp's server, the local models)"
+        raise NoLogprobsError(
+            f"{model} returned no token log-probabilities; set RAG_VERIFIER_CONFIDENCE="
+            "sampled (or auto), or use a verifier_model whose provider returns logprobs "
+            "(OpenAI, vLLM, llama.cpp's server, the local models)"
         )
     wanted = {w.lower(): w for w in words}
     mass = dict.fromkeys(words, 0.0)
@@ -47,42 +83,98 @@ def _shares(reply_metadata: dict, model: str, words: Sequence[str]) -> dict[str,
         word = wanted.get(str(alternative.get("token", "")).strip().lower())
         if word is not None:
             mass[word] += math.exp(float(alternative["logprob"]))
-    total = sum(mass.values())
-    if total == 0:
-        raise ModelOutputError(
-            f"{model}: none of {', '.join(words)} among its likeliest first tokens"
-        )
-    return {w: p / total for w, p in mass.items()}
+    return _normalised(mass, model, words)
 
 
-def first_token_shares(
-    model: BaseChatModel,
-    messages: list[BaseMessage],
-    words: Sequence[str],
-    *,
-    retries: int,
-    config: RunnableConfig | None = None,
-) -> dict[str, float]:
-    """How the model's first reply token to ``messages`` divides between ``words``
-    (case-insensitive), from its top log-probabilities."""
-    bound = model.bind(logprobs=True, top_logprobs=TOP_TOKENS, max_tokens=1, stream=False)
-    name = getattr(model, "model_name", None) or type(model).__name__
-
-    def call() -> dict[str, float]:
-        return _shares(bound.invoke(messages, config).response_metadata or {}, str(name), words)
-
-    return with_retries(call, retries=retries, what="verifier")
+def first_word(reply: str) -> str:
+    found = _FIRST_WORD.search(reply)
+    return found.group().lower() if found else ""
 
 
-def yes_probability(
-    model: BaseChatModel,
-    messages: list[BaseMessage],
-    *,
-    retries: int,
-    config: RunnableConfig | None = None,
-) -> float:
-    """P(yes) / (P(yes) + P(no)) for the model's first reply token to ``messages``."""
-    return first_token_shares(model, messages, ("yes", "no"), retries=retries, config=config)["yes"]
+@dataclass
+class FirstTokenJudge:
+    """How a model's first reply token divides between a few words, read as
+    ``method`` says. One per verifier configuration (graph/services.py builds it), so
+    ``auto``'s switch to sampling is made once per process, not once per answer."""
+
+    model: BaseChatModel
+    retries: int
+    method: Confidence = "auto"
+    samples: int = 10
+    _no_logprobs: bool = field(default=False, init=False)
+    _settled: bool = field(default=False, init=False)
+
+    def settle(self, config: RunnableConfig | None = None) -> str:
+        """For ``auto``, learn once (one short call) whether the model gives log-
+        probabilities, so the thresholds for the right confidence are picked before the
+        first check; the method the readings will use."""
+        if self.method == "auto" and not self._settled:
+            self.read([HumanMessage(SETTLE_PROBE)], ("yes", "no"), config)
+        return self.method_in_use
+
+    @property
+    def method_in_use(self) -> str:
+        """How the next reading will be made: "logprobs" or "sampled"."""
+        sampled = self.method == "sampled" or (self.method == "auto" and self._no_logprobs)
+        return "sampled" if sampled else "logprobs"
+
+    @property
+    def name(self) -> str:
+        return _model_name(self.model)
+
+    def read(
+        self,
+        messages: list[BaseMessage],
+        words: Sequence[str],
+        config: RunnableConfig | None = None,
+    ) -> Reading:
+        """``words``' shares (case-insensitive) of the first reply token to ``messages``."""
+        if self.method_in_use == "sampled":
+            return Reading(self._sampled(messages, words, config), "sampled")
+        try:
+            reading = Reading(self._from_logprobs(messages, words, config), "logprobs")
+        except NoLogprobsError:
+            if self.method == "logprobs":
+                raise
+            self._no_logprobs = self._settled = True
+            return Reading(self._sampled(messages, words, config), "sampled")
+        self._settled = True
+        return reading
+
+    def yes(self, messages: list[BaseMessage], config: RunnableConfig | None = None) -> Reading:
+        """P(yes) / (P(yes) + P(no)) for the first reply token, as ``shares["yes"]``."""
+        return self.read(messages, ("yes", "no"), config)
+
+    def _from_logprobs(
+        self, messages: list[BaseMessage], words: Sequence[str], config: RunnableConfig | None
+    ) -> dict[str, float]:
+        bound = self.model.bind(logprobs=True, top_logprobs=TOP_TOKENS, max_tokens=1, stream=False)
+
+        def call() -> dict[str, float]:
+            reply = bound.invoke(messages, config)
+            return _logprob_shares(reply.response_metadata or {}, self.name, words)
+
+        return with_retries(call, retries=self.retries, what="verifier")
+
+    def _sampled(
+        self, messages: list[BaseMessage], words: Sequence[str], config: RunnableConfig | None
+    ) -> dict[str, float]:
+        """Shares among ``samples`` replies, seeds 0..n-1: the same model gives the same
+        reading for the same prompt, as the log-probability one does."""
+        wanted = {w.lower(): w for w in words}
+        counts = dict.fromkeys(words, 0.0)
+        for seed in range(self.samples):
+            bound = self.model.bind(
+                temperature=1.0, max_tokens=_SAMPLE_TOKENS, seed=seed, stream=False
+            )
+
+            def call(bound: Runnable = bound) -> str:
+                return bound.invoke(messages, config).text
+
+            word = wanted.get(first_word(with_retries(call, retries=self.retries, what="verifier")))
+            if word is not None:
+                counts[word] += 1
+        return _normalised(counts, self.name, words)
 
 
 # The token F1 at which two short answers count as the same answer: SQuAD-style scoring

@@ -27,6 +27,9 @@ from pydantic import (
 
 from tools.model_spec import parse_model_spec
 
+# How the verifier's confidence is read (tools/answer_check.py).
+Confidence = Literal["auto", "logprobs", "sampled"]
+
 ENV_PREFIX = "RAG_"
 DEFAULT_CONFIG_FILE = "rag.toml"
 
@@ -218,6 +221,16 @@ class Settings(BaseModel):
         "answers less well. Dev split: --calibrate gives 0.6852 reading whole passages and "
         "reading evidence (with evidence: 8 of 8 verified right; at the former 0.65, 15 "
         "of 16).",
+    )
+    verifier_confidence: Confidence = Field(
+        "auto",
+        description="How the verifier's confidence is read: logprobs (the first reply "
+        "token's log-probabilities), sampled (the share of yes among verifier_samples "
+        "replies at temperature 1, for providers without logprobs), or auto: logprobs, "
+        "switching to sampled the first time the model replies without them.",
+    )
+    verifier_samples: int = Field(
+        10, ge=3, le=50, description="Replies sampled per check when the confidence is sampled."
     )
     second_opinion: bool = Field(
         True,

@@ -24,6 +24,13 @@ class ModelOutputError(ModelError, ValueError):
     kind = "malformed_output"
 
 
+class NoLogprobsError(ModelOutputError):
+    """A model replied without the token log-probabilities asked for: its provider does
+    not return them (Anthropic, several behind litellm). Asking again cannot help."""
+
+    retried = False
+
+
 class EmptyReplyError(ModelError):
     """A model answered with nothing at all, on every attempt."""
 

@@ -147,6 +147,8 @@ class ChatLocalLlama(BaseChatModel):
         }
         if kwargs.get("response_format"):
             call["response_format"] = kwargs["response_format"]
+        if "seed" in kwargs:  # else llama-cpp-python samples with the same seed every call
+            call["seed"] = kwargs["seed"]
         return call
 
     def _acquire(self, loaded: _Loaded, deadline: float) -> None:

@@ -103,6 +103,9 @@ def chat_model(settings: Settings, role: Role) -> BaseChatModel:
         max_tokens=settings.llm_max_tokens,
         request_timeout=settings.llm_timeout_s,
         max_retries=0,  # tools/resilient.py is the one retry layer
+        # a provider without logprobs or seed then replies without them instead of
+        # refusing the call, and the verifier switches to sampling (tools/answer_check.py)
+        model_kwargs={"drop_params": True},
     )
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from evaluation.verifier import docs_items
 from graph.verification import verify_answer
-from tools.answer_check import yes_probability
+from tools.answer_check import FirstTokenJudge
 from tools.config import load_settings
 from tools.errors import LLMTimeoutError
 from tools.local_assets import SMOLLM2_135M, AssetError
@@ -74,7 +74,7 @@ def test_first_token_probabilities_rank_a_true_claim_above_a_false_one(llm):
     def p_yes(claim: str) -> float:
         ask = f"{claim} Is that true? Reply with only yes or no."
         messages = [SystemMessage("Paris is the capital of France."), HumanMessage(ask)]
-        return yes_probability(llm, messages, retries=0)
+        return FirstTokenJudge(llm, retries=0, method="logprobs").yes(messages).shares["yes"]
 
     true, false = p_yes("The capital of France is Paris."), p_yes("The capital of France is Lyon.")
     assert 0.5 < true <= 1.0 and 0.0 <= false < 0.5
@@ -165,13 +165,12 @@ def test_the_verifier_picks_the_command_a_passage_gives_the_role_to(llm):
 
     def verdict(item):  # threshold 0, as the benchmark does: every claim is asked
         return verify_answer(
-            llm,
+            FirstTokenJudge(llm, retries=0),
             item.question,
             item.answer,
             passages,
             threshold=0.0,
             phrase_threshold=0.0,
-            retries=0,
         )
 
     picked, refused = verdict(right), verdict(wrong)

@@ -92,7 +92,9 @@ class Models:
         return {" yes": p, "no": 1 - p}
 
     def no_logprobs(self) -> None:
-        """The verifier returns no log-probabilities, as some providers do: it fails."""
+        """The verifier returns no log-probabilities, as some providers do: its
+        confidence is then sampled (verifier_confidence auto or sampled), or it fails
+        (logprobs)."""
         self.chats["verifier"].first_token = None
 
 

@@ -26,7 +26,11 @@ from tools import tracing
 from tools.config import load_settings
 
 NEWDOCS_DIR = Path(__file__).resolve().parents[2] / "evaluation/data/newdocs"
-NEWDOCS_SETS = {"git": "questions.jsonl", "sqlite": "sqlite_questions.jsonl"}
+NEWDOCS_SETS = {
+    "git": "questions.jsonl",
+    "postgres": "postgres_questions.jsonl",
+    "sqlite": "sqlite_questions.jsonl",
+}
 
 
 def test_normalization_drops_case_punctuation_and_articles():
@@ -165,6 +169,7 @@ def test_citation_recall_counts_statements_their_citation_supports(corpus_env, m
 
 
 def test_a_failing_item_is_recorded_and_the_run_goes_on(corpus_env, models):
+    corpus_env = corpus_env.model_copy(update={"verifier_confidence": "logprobs"})
     models.no_logprobs()  # the verifier fails: reported, not fatal
     broken = QAItem("3", "x" * 5000, (), None)  # over max_question_chars: a ValueError
     report = evaluate_answers(

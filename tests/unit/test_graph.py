@@ -220,13 +220,33 @@ def test_feedback_notes_copied_into_an_answer_are_removed(corpus_env, models):
     )
 
 
-def test_a_verifier_without_logprobs_is_reported_not_fatal(corpus_env, models):
+def test_a_verifier_held_to_logprobs_without_them_is_reported_not_fatal(corpus_env, models):
     models.no_logprobs()
-    out = ask(models, "How do I install the service?", {"llm_max_retries": 1})
+    settings = {"llm_max_retries": 1, "verifier_confidence": "logprobs"}
+    out = ask(models, "How do I install the service?", settings)
     assert out["verdict"]["grounded"] is False
-    assert "verifier failed" in out["verdict"]["error"]
+    assert "RAG_VERIFIER_CONFIDENCE=sampled" in out["verdict"]["error"]
     assert out["answer"].startswith("Run make demo")
-    assert len(models.chats["verifier"].calls) == 2  # retried once, then reported
+    assert len(models.chats["verifier"].calls) == 1  # asking again cannot bring them
+
+
+def test_a_verifier_without_logprobs_is_read_by_sampling_on_uncalibrated_thresholds(
+    corpus_env, models
+):
+    models.no_logprobs()
+    replies = ["Yes.", "yes", "No", "Yes", "yes", "Yes", "no", "Yes", "Perhaps", "Yes"]
+    models.chats["verifier"].respond = lambda _: replies.pop(0) if replies else "Yes"
+    out = ask(models, "How do I install the service?", {"verifier_samples": 10})
+    verdict = out["verdict"]
+    # 1 call finds no log-probabilities, then 10 samples: 7 yes of 9 yes-or-no
+    assert verdict["confidence_method"] == "sampled" and verdict["confidence"] == 0.7778
+    assert verdict["thresholds"]["source"] == "uncalibrated"
+    assert "calibrate" in verdict["thresholds"]["warning"]
+    assert out["outcome"] == "verified"  # 0.78 >= the default 0.62, with the warning
+    # the next answer samples at once: the process has learnt the verifier's kind
+    calls = len(models.chats["verifier"].calls)
+    ask(models, "How do I install the service?", {"verifier_samples": 10})
+    assert len(models.chats["verifier"].calls) - calls == 10
 
 
 def test_llm_rerank_reorders_and_cuts(corpus_env, models):

@@ -35,7 +35,11 @@ def test_a_generator_that_times_out_fails_the_run(corpus_env, models):
 def test_a_verifier_that_fails_fails_the_run_though_the_answer_is_kept(corpus_env, models):
     models.no_logprobs()
     with pytest.raises(AssertionError, match=r"verifier: verifier failed"):
-        run_graph(QUESTION, config_for(llm_max_retries=0), context=models.services)
+        run_graph(
+            QUESTION,
+            config_for(llm_max_retries=0, verifier_confidence="logprobs"),
+            context=models.services,
+        )
 
 
 def test_a_failing_second_opinion_fails_the_run(corpus_env, models):

@@ -68,7 +68,7 @@ def test_a_reply_after_a_failure_is_used(corpus_env, models):
 @pytest.mark.parametrize(
     ("first_token", "kind"),
     [
-        (None, "malformed_output"),  # no log-probabilities at all
+        (None, "malformed_output"),  # no log-probabilities, and sampled replies say "Maybe"
         (lambda m: {"maybe": 0.9, "x": 0.1}, "malformed_output"),  # neither yes nor no
         (raising(ValueError("provider exploded")), "model_error"),
         (raising(LLMTimeoutError("verifier timed out")), "timeout"),
@@ -76,6 +76,7 @@ def test_a_reply_after_a_failure_is_used(corpus_env, models):
 )
 def test_verifier_fault_keeps_the_answer_marked_unchecked(corpus_env, models, first_token, kind):
     models.chats["verifier"].first_token = first_token
+    models.chats["verifier"].respond = lambda _: "Maybe."
     out = ask(models, llm_max_retries=1)
     assert out["error"]["type"] == kind and out["error"]["stage"] == "verify"
     assert out["answer"].startswith("Run make demo") and out["abstained"] is False

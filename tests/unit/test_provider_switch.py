@@ -72,8 +72,29 @@ def test_doctor_fails_on_a_verifier_without_log_probabilities(tmp_path, monkeypa
     other, verifier = report["models"][:2]
     assert other["error"] is None and other["verifier"] == ""  # not a verifier: not asked
     assert verifier["roles"] == ["verifier"] and code == 1 and report["ok"] is False
-    assert "no token log-probabilities" in verifier["error"]
+    # no log-probabilities, and sampled replies ("4") are not yes or no
+    assert "none of yes, no among its first replies" in verifier["error"]
     assert "verifier_model" in verifier["error"]  # names the setting to change
+
+
+def test_doctor_names_a_sampled_confidence_for_a_verifier_without_log_probabilities(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    with OpenAIStub() as server, OpenAIStub(reply="Yes.", logprobs=False) as plain:
+        for role in ("GENERATOR", "QUERY", "JUDGE"):
+            monkeypatch.setenv(f"RAG_{role}_MODEL", f"openai:chat@{server.base_url}")
+        monkeypatch.setenv("RAG_VERIFIER_MODEL", f"openai:chat@{plain.base_url}")
+        monkeypatch.setenv("RAG_EMBEDDING_MODEL", f"openai:emb@{server.base_url}")
+        monkeypatch.setenv("RAG_VERIFIER_SAMPLES", "4")
+        code = main(["doctor", "--json"])
+        sampled = [body for _, body in plain.requests if "seed" in body]
+    verifier = json.loads(capsys.readouterr().out)["models"][1]
+    assert verifier["error"] is None and code == 0
+    assert verifier["verifier"].startswith("confidence from sampled replies (4 per check")
+    assert "UNCALIBRATED" in verifier["verifier"]
+    # each sample at temperature 1 with its own seed, so they are not one reply 4 times
+    assert [(b["temperature"], b["seed"]) for b in sampled] == [(1.0, s) for s in range(4)]
 
 
 def test_doctor_fails_clearly_when_a_model_is_unreachable(tmp_path, monkeypatch, capsys):

@@ -9,7 +9,7 @@ import pytest
 from graph import prompts
 from graph.verification import SURE_CLAIM, agreement_of, verify_answer
 from tests.fakes import RuleChat
-from tools.answer_check import normalize_answer, token_overlap
+from tools.answer_check import FirstTokenJudge, normalize_answer, token_overlap
 from tools.retrieval import Passage
 
 PASSAGES = [
@@ -37,13 +37,12 @@ def reader(*picks: str, claim: float = 0.7):
 def verdict_and_prompt(answer: str) -> tuple[dict, list]:
     model = reader("k", "5", "rerank_keep")
     verdict = verify_answer(
-        model,
+        FirstTokenJudge(model, retries=1),
         "What is the default k?",
         answer,
         PASSAGES,
         threshold=0.6,
         phrase_threshold=0.7,
-        retries=1,
     )
     return verdict, model.calls[0]
 
@@ -88,7 +87,13 @@ ROLES = [
 
 def verify_roles(model, answer: str, question: str = "Which command starts the server?", **kw):
     return verify_answer(
-        model, question, answer, ROLES, threshold=0.6, phrase_threshold=0.6, retries=0, **kw
+        FirstTokenJudge(model, retries=0),
+        question,
+        answer,
+        ROLES,
+        threshold=0.6,
+        phrase_threshold=0.6,
+        **kw,
     )
 
 
@@ -162,13 +167,12 @@ def test_a_flag_named_only_inside_a_command_is_a_rival_of_a_flag():
     passage = "`rag ui [--host 127.0.0.1] [--port 8124]` serves the page (`--data-dir` too)."
     model = reader("--port")
     verdict = verify_answer(
-        model,
+        FirstTokenJudge(model, retries=0),
         "How do I run the chat page on another port?",
         "Pass `--host` to `rag ui` [1].",
         [asdict(Passage(passage, "ui.md", ["u"], 0.0, 0.0))],
         threshold=0.6,
         phrase_threshold=0.6,
-        retries=0,
     )
     assert verdict["literal_choice"]["options"] == ["--data-dir", "--host", "--port"]
     assert not verdict["grounded"]
