@@ -13,8 +13,11 @@ from typing import Any
 
 
 class OpenAIStub:
-    def __init__(self, reply: str = "4", logprobs: bool = True) -> None:
+    def __init__(self, reply: str = "4", logprobs: bool = True, status: int = 200) -> None:
         self.reply = reply
+        # a server-side failure (500, 503): a real llama_cpp.server gives a 500 only for
+        # a request body it cannot parse, which the product's clients never send
+        self.status = status
         self.logprobs = logprobs  # a provider without them (Anthropic's API) answers the same
         self.requests: list[tuple[str, dict[str, Any]]] = []
         stub = self
@@ -26,7 +29,9 @@ class OpenAIStub:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.requests.append((self.path, body))
-                if self.path.endswith("/chat/completions"):
+                if stub.status != 200:
+                    payload = {"error": {"message": "the server failed", "type": "server_error"}}
+                elif self.path.endswith("/chat/completions"):
                     payload = stub._chat(body)
                 elif self.path.endswith("/embeddings"):
                     payload = stub._embeddings(body)
@@ -34,7 +39,7 @@ class OpenAIStub:
                     self.send_error(404)
                     return
                 data = json.dumps(payload).encode()
-                self.send_response(200)
+                self.send_response(stub.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -30,7 +30,7 @@ import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -68,9 +68,15 @@ def _normalised(mass: dict[str, float], model: str, words: Sequence[str]) -> dic
     return {w: p / total for w, p in mass.items()}
 
 
+def _field(part: Any, name: str) -> Any:
+    """A field of a log-probabilities part: a dict from OpenAI's client and the local
+    model, an object from litellm."""
+    return part.get(name) if isinstance(part, dict) else getattr(part, name, None)
+
+
 def _logprob_shares(reply_metadata: dict, model: str, words: Sequence[str]) -> dict[str, float]:
     """Each of ``words``' share of their summed probability as the first reply token."""
-    content = (reply_metadata.get("logprobs") or {}).get("content") or []
+    content = _field(reply_metadata.get("logprobs"), "content") or []
     if not content:
         raise NoLogprobsError(
             f"{model} returned no token log-probabilities; set RAG_VERIFIER_CONFIDENCE="
@@ -79,10 +85,10 @@ def _logprob_shares(reply_metadata: dict, model: str, words: Sequence[str]) -> d
         )
     wanted = {w.lower(): w for w in words}
     mass = dict.fromkeys(words, 0.0)
-    for alternative in content[0].get("top_logprobs") or []:
-        word = wanted.get(str(alternative.get("token", "")).strip().lower())
+    for alternative in _field(content[0], "top_logprobs") or []:
+        word = wanted.get(str(_field(alternative, "token") or "").strip().lower())
         if word is not None:
-            mass[word] += math.exp(float(alternative["logprob"]))
+            mass[word] += math.exp(float(_field(alternative, "logprob")))
     return _normalised(mass, model, words)
 
 

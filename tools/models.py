@@ -99,6 +99,7 @@ def chat_model(settings: Settings, role: Role) -> BaseChatModel:
     return ChatLiteLLM(
         model=spec.name,
         api_base=spec.base_url,
+        api_key=_litellm_key(spec, f"RAG_{role.upper()}_MODEL"),
         temperature=settings.llm_temperature,
         max_tokens=settings.llm_max_tokens,
         request_timeout=settings.llm_timeout_s,
@@ -158,6 +159,7 @@ def embeddings(settings: Settings) -> Embeddings:
     return LiteLLMEmbeddings(
         model=spec.name,
         api_base=spec.base_url,
+        api_key=_litellm_key(spec, "RAG_EMBEDDING_MODEL"),
         request_timeout=settings.llm_timeout_s,
         max_retries=0,  # tools/resilient.py is the one retry layer
     )
@@ -169,6 +171,16 @@ OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 def key_base_url() -> str:
     """The one base URL ``OPENAI_API_KEY`` belongs to: ``OPENAI_BASE_URL`` or OpenAI's."""
     return (os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL).rstrip("/")
+
+
+def _litellm_key(spec: ModelSpec, setting: str) -> str | None:
+    """For litellm's ``openai/`` route to a server of one's own, the key ``_openai_key``
+    gives: without it litellm refuses to call even a server that needs none, or sends
+    ``OPENAI_API_KEY`` to whatever host the spec names. Other providers read their own
+    keys from the environment, as litellm documents."""
+    if spec.base_url and spec.name.startswith("openai/"):
+        return _openai_key(spec, setting)
+    return None
 
 
 def _openai_key(spec: ModelSpec, setting: str) -> str:

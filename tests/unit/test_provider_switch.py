@@ -8,7 +8,9 @@ from langchain_core.messages import HumanMessage
 from rag_cli.main import main
 from tests.openai_stub_server import OpenAIStub
 from tools.config import ConfigError, load_settings
+from tools.errors import ModelError
 from tools.models import chat_model, embeddings
+from tools.resilient import with_retries
 
 
 def test_generator_setting_routes_to_openai_compatible_server(tmp_path, monkeypatch):
@@ -32,6 +34,17 @@ def test_openai_without_key_or_url_explains(tmp_path, monkeypatch):
     settings = load_settings(environ={"RAG_VERIFIER_MODEL": "openai:gpt-4o-mini"})
     with pytest.raises(ConfigError, match=r"RAG_VERIFIER_MODEL.*OPENAI_API_KEY"):
         chat_model(settings, "verifier")
+
+
+def test_a_server_error_is_a_typed_model_error_after_the_retries(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with OpenAIStub(status=500) as server:
+        settings = load_settings({"generator_model": f"openai:chat@{server.base_url}"})
+        model = chat_model(settings, "generator")
+        with pytest.raises(ModelError, match="Error code: 500") as failed:
+            with_retries(lambda: model.invoke([HumanMessage("hi")]), retries=1, what="generator")
+    assert failed.value.kind == "model_error" and "after 2 attempts" in str(failed.value)
+    assert len(server.requests) == 2  # the one retry layer, not the client's own retries
 
 
 def test_embeddings_route_to_openai_compatible_server(tmp_path, monkeypatch):
