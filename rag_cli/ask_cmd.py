@@ -164,6 +164,8 @@ def print_answer(out: dict[str, Any]) -> None:
     elif verdict:
         reason = unverified_reason(verdict)
         print(f"\nNOT VERIFIED: {reason} Check the references before relying on it.")
+    if warning := (verdict.get("thresholds") or {}).get("warning"):
+        print(f"warning: {warning}")
     if out.get("trace_id"):
         print(f"trace: {out['trace_id']}")
 

@@ -31,9 +31,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "on the benchmark's items of one split (docs_corpus pairs, plus SQuAD 2.0 with "
         "--squad) and reports precision and recall of the verified label, accuracy, ROC AUC "
         "of the confidence and the confusion matrix, overall, per source and per category. "
-        "--calibrate (dev split only) prints, per answer form (sentence, phrase), of the "
+        "--calibrate (dev split only) chooses, per answer form (sentence, phrase), of the "
         "thresholds reaching 95% precision on every source (evaluation.verifier.TARGETS), "
-        "the one whose precision has the highest lower 95% confidence bound.",
+        "the one whose precision has the highest lower 95% confidence bound, and records "
+        "them for the verifier_model and the confidence it was read by in "
+        "<data_dir>/verifier_thresholds.json, where answering finds them.",
     )
     parser.add_argument("--split", choices=bench.SPLITS, default="dev")
     parser.add_argument(

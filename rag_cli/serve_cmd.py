@@ -28,6 +28,7 @@ from pathlib import Path
 from tools.collection import check_collections
 from tools.config import ConfigError, Settings
 from tools.outbound import without_unasked_telemetry
+from tools.verifier_thresholds import thresholds_for
 
 OFFLINE_ENV = {
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
@@ -158,6 +159,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         f"(assistant 'rag'; data in {settings.data_dir.resolve()}); Ctrl-C stops",
         flush=True,
     )
+    method = "sampled" if settings.verifier_confidence == "sampled" else "logprobs"
+    if warning := thresholds_for(settings, method).warning:
+        print(f"rag serve: warning: {warning}", file=sys.stderr, flush=True)
     if key_file:
         print(
             f"clients send the key in {key_file} as the X-API-Key header "

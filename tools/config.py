@@ -232,6 +232,12 @@ class Settings(BaseModel):
     verifier_samples: int = Field(
         10, ge=3, le=50, description="Replies sampled per check when the confidence is sampled."
     )
+    verifier_thresholds_file: Path | None = Field(
+        None,
+        description="Where rag eval verifier --calibrate records thresholds per verifier "
+        "model and confidence, and answering reads them; default "
+        "<data_dir>/verifier_thresholds.json.",
+    )
     second_opinion: bool = Field(
         True,
         description="Short-style answers only: before one is labelled verified, the "
@@ -408,10 +414,10 @@ class Settings(BaseModel):
             raise ValueError("client names must differ, and 'operator' is api_key's")
         return value
 
-    @field_validator("data_dir", "cache_dir", "eval_data_dir")
+    @field_validator("data_dir", "cache_dir", "eval_data_dir", "verifier_thresholds_file")
     @classmethod
-    def _expand(cls, value: Path) -> Path:
-        return Path(os.path.expandvars(str(value))).expanduser()
+    def _expand(cls, value: Path | None) -> Path | None:
+        return None if value is None else Path(os.path.expandvars(str(value))).expanduser()
 
     @property
     def requires_key(self) -> bool:

@@ -5,7 +5,8 @@ defaults of ``verify_threshold`` and ``verify_threshold_phrase`` were chosen on 
 verifier benchmark's dev split with the default local verifier reading log-probabilities.
 Another model, or the same model read by sampling, has its own scale, so
 ``rag eval verifier --split dev --calibrate`` records the thresholds it chooses for the
-verifier and confidence it ran with, in ``<data_dir>/verifier_thresholds.json``, and
+verifier and confidence it ran with, in ``<data_dir>/verifier_thresholds.json`` (or
+``verifier_thresholds_file``), and
 answering uses the record for the verifier in use. Which thresholds were used, and why,
 travels with every verdict (``thresholds``), so an answer checked on thresholds no one
 calibrated says so.
@@ -56,7 +57,7 @@ class Thresholds:
 
 
 def path_of(settings: Settings) -> Path:
-    return settings.data_dir / FILE_NAME
+    return settings.verifier_thresholds_file or settings.data_dir / FILE_NAME
 
 
 def key_of(verifier_model: str, method: str) -> str:

@@ -13,6 +13,7 @@ from graph.graph import DIRECT_PATH
 from tools.answer_check import SAME_ANSWER_F1
 from tools.config import ConfigError, Settings
 from tools.errors import LLMTimeoutError
+from tools.verifier_thresholds import record
 
 DEFAULTS = Settings()
 # above verify_threshold, below verify_threshold_phrase
@@ -487,3 +488,10 @@ def test_a_second_opinion_that_fails_leaves_the_answer_not_verified(corpus_env, 
     out = ask(models, "How do I install the service?", {"answer_style": "short"})
     assert out["outcome"] == "not_verified" and out["answer"] == "make demo [1]"
     assert "no reply" in out["verdict"]["second_opinion"]["error"]
+
+
+def test_answering_reads_against_the_thresholds_recorded_for_its_verifier(corpus_env, models):
+    record(corpus_env, "logprobs", {"sentence": 0.95, "phrase": 0.95})
+    out = ask(models, "How do I install the service?")  # the fake verifier is 0.9 sure
+    assert out["verdict"]["thresholds"]["source"] == "calibrated"
+    assert out["verdict"]["threshold"] == 0.95 and out["outcome"] == "not_verified"
