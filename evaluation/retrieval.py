@@ -10,8 +10,9 @@ strategy included. Only two things differ from answering, and the report says so
   outside one index's ``fetch_k`` gets 0 from it, so @10 figures depend on ``fetch_k``
   (CACM, hybrid nDCG@10: 0.507 at 30, 0.531 at 100); ``depth = fetch_k`` gives the
   service's exact ranking (without Recall@100 when that is below 100).
-- Single-index modes: ``bm25`` and ``dense`` hide the other index from the unchanged
-  retriever, so the three rows of one run differ only in the index used.
+- Single-index modes: ``bm25`` and ``dense`` are the service's ``keyword`` and ``dense``
+  retrievers, the hybrid one with one index, so the three rows of one run differ only
+  in the index used.
 
 The corpus is ingested once into a collection named after the corpus file's hash and the
 ingestion settings; runs that only change retrieval settings reuse it without re-embedding.
@@ -40,10 +41,12 @@ from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from tools.collection import Collection
 from tools.config import ConfigError, Settings, with_overrides
-from tools.documents import Chunk, short_hash
+from tools.documents import short_hash
 from tools.retrieval import Retriever, make_retriever
 
-MODES = ("hybrid", "bm25", "dense")
+# each mode is the service's retriever of that name (tools/retrieval.py RETRIEVERS)
+RETRIEVER_OF = {"hybrid": "hybrid", "bm25": "keyword", "dense": "dense"}
+MODES = tuple(RETRIEVER_OF)
 # retrieval settings a sweep may vary; ingestion settings would need another collection
 SWEEPABLE = (
     "distance_threshold",
@@ -54,6 +57,7 @@ SWEEPABLE = (
     "window",
 )
 REPORTED_SETTINGS = (
+    "retriever",
     "embedding_model",
     "splitter",
     "chunk_size",
@@ -179,25 +183,6 @@ def corpus_id(chunk_source: str) -> str:
 # --- runs ------------------------------------------------------------------------------------
 
 
-class _OneIndex:
-    """A collection seen through one of its two indexes, so the unchanged ``HybridRetriever``
-    ranks by that index alone while threshold, dedup and windows stay the service's own."""
-
-    def __init__(self, collection: Collection, mode: str) -> None:
-        self._collection, self._mode = collection, mode
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._collection, name)
-
-    def dense_search(
-        self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None
-    ) -> list[tuple[Chunk, float]]:
-        return [] if self._mode == "bm25" else self._collection.dense_search(vector, k, where)
-
-    def keyword_search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
-        return [] if self._mode == "dense" else self._collection.keyword_search(query, k)
-
-
 @dataclass(frozen=True)
 class RunSpec:
     label: str
@@ -225,13 +210,12 @@ def run_specs(
     """One run per mode and combination of swept values, all at ``fetch_k >= depth``."""
     specs: dict[str, RunSpec] = {}
     for mode in modes:
-        # the weight means nothing with one index; bm25/dense pin it so fusion is a no-op
+        # the weight means nothing with one index
         keys = [k for k in sweep if mode == "hybrid" or k != "hybrid_weight"]
         for values in itertools.product(*(sweep[k] for k in keys)):
             combo = dict(zip(keys, values, strict=True))
             label = " ".join([mode, *(f"{k}={v}" for k, v in combo.items())])
-            pinned = {"hybrid": {}, "bm25": {"hybrid_weight": 0.0}, "dense": {"hybrid_weight": 1.0}}
-            run_settings = with_overrides(settings, {**combo, **pinned[mode]})
+            run_settings = with_overrides(settings, {**combo, "retriever": RETRIEVER_OF[mode]})
             deep = max(run_settings.fetch_k, depth)
             run_settings = with_overrides(run_settings, {"fetch_k": deep})
             specs.setdefault(label, RunSpec(label, mode, run_settings))
@@ -257,8 +241,7 @@ def run_one(
     *,
     progress: bool,
 ) -> dict[str, Any]:
-    source = collection if spec.mode == "hybrid" else _OneIndex(collection, spec.mode)
-    retriever = make_retriever(source, embedder, spec.settings)  # type: ignore[arg-type]
+    retriever = make_retriever(collection, embedder, spec.settings)
     rows = []
     for query_id, text in tqdm(queries, desc=spec.label, unit="query", disable=not progress):
         ranking, info, seconds = _rank(retriever, text, depth)

@@ -318,6 +318,14 @@ class Collection:
         """The stored BM25 tokens of those of ``ids`` that are committed."""
         return {cid: tokens.split() for cid, tokens in self.manifest.tokens_of(ids)}
 
+    def vectors_for_ids(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vector of each of ``ids`` the store holds."""
+        return self.vectors.vectors_for_ids(list(ids))
+
+    def chunks_by_id(self, ids: Sequence[str]) -> dict[str, Chunk]:
+        """The committed chunks among ``ids``."""
+        return self.manifest.chunks(ids)
+
     def neighbours(self, chunk: Chunk, before: int, after: int) -> list[Chunk]:
         return self.manifest.neighbours(
             chunk.doc_id, max(0, chunk.chunk_index - before), chunk.chunk_index + after

@@ -152,10 +152,11 @@ class Settings(BaseModel):
         description="Token overlap (Jaccard) above which passages are considered duplicates.",
     )
     multi_query: int = Field(1, ge=1, le=5, description="Queries per question (1 = rephrase only).")
-    retriever: Literal["hybrid"] = Field(
+    retriever: Literal["hybrid", "dense", "keyword"] = Field(
         "hybrid",
         description="How passages are found: hybrid (dense vectors and BM25, fused by "
-        "hybrid_weight). tools/retrieval.py RETRIEVERS builds each one.",
+        "hybrid_weight), or one index alone, dense or keyword (BM25), the baselines "
+        "hybrid is measured against. tools/retrieval.py RETRIEVERS builds each one.",
     )
     evidence: Literal["sentences", "passages"] = Field(
         "sentences",

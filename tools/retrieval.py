@@ -24,7 +24,6 @@ from typing import Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from tools.collection import Collection
 from tools.config import Settings
 from tools.documents import Chunk
 from tools.keyword_index import tokenize
@@ -130,11 +129,42 @@ def _jaccard_matrix(token_sets: Sequence[set[str]]) -> np.ndarray:
     return np.where(union > 0, shared / np.maximum(union, 1), 1.0)
 
 
+class ChunkReader(Protocol):
+    """What retrieval reads from a store: both indexes, stored vectors and tokens, chunks
+    by id and their neighbours. ``tools.collection.Collection`` (Chroma and a SQLite
+    manifest with its FTS5 index) implements it; retrievers know nothing else of it."""
+
+    def dense_search(
+        self, vector: Sequence[float], k: int, where: dict | None = None
+    ) -> list[tuple[Chunk, float]]: ...
+
+    def keyword_search(self, query: str, k: int) -> list[tuple[Chunk, float]]: ...
+
+    def keyword_scores(self, query: str, ids: Sequence[str]) -> dict[str, float]: ...
+
+    def chunk_tokens(self, ids: Sequence[str]) -> dict[str, list[str]]: ...
+
+    def vectors_for_ids(self, ids: Sequence[str]) -> dict[str, list[float]]: ...
+
+    def chunks_by_id(self, ids: Sequence[str]) -> dict[str, Chunk]: ...
+
+    def neighbours(self, chunk: Chunk, before: int, after: int) -> list[Chunk]: ...
+
+
 class HybridRetriever:
-    def __init__(self, collection: Collection, embedder: Embeddings, settings: Settings) -> None:
+    """Candidates from both indexes, ranked by ``hybrid_weight`` x dense + the rest x BM25."""
+
+    indexes: tuple[str, ...] = ("dense", "keyword")
+
+    def __init__(self, collection: ChunkReader, embedder: Embeddings, settings: Settings) -> None:
         self.collection = collection
         self.embedder = embedder
         self.settings = settings
+
+    @property
+    def weight(self) -> float:
+        """The dense score's share of the fused score."""
+        return self.settings.hybrid_weight
 
     def retrieve(self, queries: Sequence[str]) -> tuple[list[Passage], RetrievalReport]:
         """All passages within the threshold, best first; the caller keeps as many as it needs."""
@@ -145,8 +175,11 @@ class HybridRetriever:
         chunks: dict[str, Chunk] = {}
         found: list[list[str]] = []
         for query, qvec in zip(queries, qvecs, strict=True):
-            hits = self.collection.dense_search(qvec.tolist(), s.fetch_k)
-            hits += self.collection.keyword_search(query, s.fetch_k)
+            hits = []
+            if "dense" in self.indexes:
+                hits += self.collection.dense_search(qvec.tolist(), s.fetch_k)
+            if "keyword" in self.indexes:
+                hits += self.collection.keyword_search(query, s.fetch_k)
             chunks.update((chunk.id, chunk) for chunk, _ in hits)
             found.append(list(dict.fromkeys(chunk.id for chunk, _ in hits)))
         # cosine similarity of every candidate to every query, from its stored vector
@@ -158,9 +191,9 @@ class HybridRetriever:
             d_scores = _minmax({c: float(sims[c][i]) for c in ids if c in sims})
             k_scores = _minmax(self.collection.keyword_scores(query, ids))
             for cid in ids:
-                score = s.hybrid_weight * d_scores.get(cid, 0.0) + (
-                    1 - s.hybrid_weight
-                ) * k_scores.get(cid, 0.0)
+                score = self.weight * d_scores.get(cid, 0.0) + (1 - self.weight) * k_scores.get(
+                    cid, 0.0
+                )
                 fused[cid] = max(fused.get(cid, 0.0), score)
         report.candidates = len(fused)
         # distance to the closest query: what the threshold is measured against
@@ -185,7 +218,7 @@ class HybridRetriever:
 
     def _similarities(self, ids: list[str], qvecs: np.ndarray) -> dict[str, np.ndarray]:
         """Per candidate, its cosine similarity to each query (one stored-vector fetch)."""
-        vectors = self.collection.vectors.vectors_for_ids(ids)
+        vectors = self.collection.vectors_for_ids(ids)
         if not vectors:
             return {}
         keys = list(vectors)
@@ -225,7 +258,7 @@ class HybridRetriever:
                 if passage.kind != "chunk":
                     out.append(passage)
                 continue
-            hit = self.collection.manifest.chunks([passage.chunk_ids[0]])[passage.chunk_ids[0]]
+            hit = self.collection.chunks_by_id([passage.chunk_ids[0]])[passage.chunk_ids[0]]
             window = self.collection.neighbours(hit, self.settings.window, self.settings.window)
             merged = _merge(window, passage.score, passage.distance)
             for cid in merged.chunk_ids:
@@ -267,11 +300,29 @@ class Retriever(Protocol):
     def retrieve(self, queries: Sequence[str]) -> tuple[list[Passage], RetrievalReport]: ...
 
 
-RETRIEVERS: dict[str, Callable[[Collection, Embeddings, Settings], Retriever]] = {
+class DenseRetriever(HybridRetriever):
+    """Nearest vectors only: the baseline hybrid retrieval is measured against (threshold,
+    deduplication and windows unchanged, so rows of a comparison differ in the index)."""
+
+    indexes = ("dense",)
+    weight = 1.0
+
+
+class KeywordRetriever(HybridRetriever):
+    """BM25 only, the other baseline; the distance threshold still applies (measured
+    from the candidates' stored vectors, as in hybrid)."""
+
+    indexes = ("keyword",)
+    weight = 0.0
+
+
+RETRIEVERS: dict[str, Callable[[ChunkReader, Embeddings, Settings], Retriever]] = {
     "hybrid": HybridRetriever,
+    "dense": DenseRetriever,
+    "keyword": KeywordRetriever,
 }
 
 
-def make_retriever(collection: Collection, embedder: Embeddings, settings: Settings) -> Retriever:
+def make_retriever(collection: ChunkReader, embedder: Embeddings, settings: Settings) -> Retriever:
     """The retriever the ``retriever`` setting names, over ``collection``."""
     return RETRIEVERS[settings.retriever](collection, embedder, settings)

@@ -86,7 +86,7 @@ def test_eval_retrieval_scores_three_modes_and_writes_the_reports(beir, emb, cap
     assert bm25["metrics"]["ndcg@10"] == pytest.approx(1.0)
     assert bm25["metrics"]["recall@100"] == pytest.approx(1.0)
     assert runs["hybrid"]["settings"]["fetch_k"] == 100  # raised to the depth
-    assert runs["dense"]["settings"]["hybrid_weight"] == 1.0
+    assert runs["dense"]["settings"]["retriever"] == "dense"  # the service's own, one index
     assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "chart.png"}
     assert json.loads((out / "report.json").read_text()) == report
     assert "| `bm25` | 1.000 |" in (out / "report.md").read_text()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from graph import build_graph, config_for
 from tools.config import load_settings
 from tools.documents import Chunk
@@ -61,9 +59,8 @@ def test_duplicates_are_listed_with_their_twin():
     one, twin = _chunk("a", "apples grow on trees"), _chunk("b", "apples grow on trees")
 
     class Index:
-        vectors = SimpleNamespace(
-            vectors_for_ids=lambda ids: {i: [1.0, 0.0] for i in ids},
-        )
+        def vectors_for_ids(self, ids):
+            return {i: [1.0, 0.0] for i in ids}
 
         def dense_search(self, vector, k, where=None):
             return [(one, 0.0), (twin, 0.0)]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from tools.config import load_settings
 from tools.documents import Chunk
-from tools.retrieval import HybridRetriever
+from tools.retrieval import HybridRetriever, make_retriever
 
 
 def chunk(name: str, text: str) -> Chunk:
@@ -25,7 +23,8 @@ BM25 = {A.id: 2.5, B.id: 3.0, C.id: 2.0}
 class StubIndex:
     """Dense finds A and C, BM25 finds B and C (fetch_k 2): A is missing from BM25's top."""
 
-    vectors = SimpleNamespace(vectors_for_ids=lambda ids: {i: VECTORS[i] for i in ids})
+    def vectors_for_ids(self, ids):
+        return {i: VECTORS[i] for i in ids}
 
     def dense_search(self, vector, k, where=None):
         return [(A, 0.0), (C, 0.2)][:k]
@@ -64,3 +63,21 @@ def test_every_retriever_setting_has_a_factory_and_back():
     from tools.retrieval import RETRIEVERS
 
     assert set(RETRIEVERS) == set(choices("retriever"))
+
+
+@pytest.mark.parametrize(
+    ("retriever", "ranked"),
+    [
+        # dense alone finds A and C, ranked by cosine whatever hybrid_weight says
+        ("dense", ["a.md", "c.md"]),
+        # BM25 alone finds B and C, ranked by BM25; the threshold still measures distance
+        ("keyword", ["b.md", "c.md"]),
+    ],
+)
+def test_a_single_index_retriever_finds_and_ranks_by_its_index_alone(retriever, ranked):
+    settings = load_settings(
+        {"retriever": retriever, "fetch_k": 2, "hybrid_weight": 0.5, "distance_threshold": 0.75}
+    )
+    passages, report = make_retriever(StubIndex(), UnitQuery(), settings).retrieve(["q"])
+    assert [p.source for p in passages] == ranked and report.candidates == 2
+    assert passages[0].score == 1.0 and passages[1].score == 0.0
