@@ -218,7 +218,7 @@ def retrieve(state: State, config: RunnableConfig, services: Services) -> dict[s
     except (ModelError, StaleStoreError) as exc:
         return {"passages": [], **failure(exc, "retrieve")}
     keep = settings.k if settings.rerank == "none" else max(2 * settings.k, settings.rerank_keep)
-    kept = passages[:keep]
+    kept = _ordered(passages[:keep], settings, "retrieve")
     beyond = [cut(p, "top_k", f"ranked below the top {keep}") for p in passages[keep:]]
     info = {
         "collection": settings.collection,
@@ -245,6 +245,18 @@ def retrieve(state: State, config: RunnableConfig, services: Services) -> dict[s
     return update
 
 
+def _ordered(passages: list[Passage], settings: Settings, stage: str) -> list[Passage]:
+    """``passages`` in the order the generator reads them (``passage_order``), applied
+    by the last step that orders them: evidence selection ranks its passages by their
+    best sentence, and a reranker by its scores."""
+    if settings.evidence == "sentences":
+        last = "evidence"
+    else:
+        last = "retrieve" if settings.rerank == "none" else "rerank"
+    reverse = stage == last and settings.passage_order == "reversed"
+    return passages[::-1] if reverse else passages
+
+
 def _best_cut(dropped: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The highest-scoring cut candidates: those a user tuning settings wants to see."""
     return sorted(dropped, key=lambda d: -d["score"])[:MAX_DROPPED_LISTED]
@@ -264,6 +276,7 @@ def rerank_passages(state: State, config: RunnableConfig, services: Services) ->
         info["rerank_error"] = {"type": exc.kind, "message": str(exc)}
         kept = passages[:keep]
         stage, reason = "top_k", f"ranked below the top {keep} (reranker failed)"
+    kept = _ordered(kept, settings, "rerank")
     chosen = {id(p) for p in kept}
     info["dropped"] = _best_cut(
         [cut(p, stage, reason) for p in passages if id(p) not in chosen]
@@ -289,6 +302,7 @@ def select_evidence(state: State, config: RunnableConfig, services: Services) ->
     except ModelError as exc:  # selection only narrows: read the whole passages instead
         info = {**(state.get("retrieval") or {}), "evidence_error": str(exc)}
         return {"retrieval": info}
+    kept = _ordered(kept, settings, "evidence")
     left_out = {p.chunk_ids[0] for p in passages} - {p.chunk_ids[0] for p in kept}
     info = dict(state.get("retrieval") or {})
     info["evidence"] = {

@@ -158,6 +158,12 @@ class Settings(BaseModel):
         "hybrid_weight), or one index alone, dense or keyword (BM25), the baselines "
         "hybrid is measured against. tools/retrieval.py RETRIEVERS builds each one.",
     )
+    passage_order: Literal["rank", "reversed"] = Field(
+        "rank",
+        description="The order the generator reads the kept passages in: rank (best "
+        "first), or reversed (best last), a robustness check: an answer whose outcome "
+        "changes with the order alone is fragile (rag eval compare counts them).",
+    )
     evidence: Literal["sentences", "passages"] = Field(
         "sentences",
         description="What the generator and the verifier read: sentences: the units of the "

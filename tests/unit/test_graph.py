@@ -495,3 +495,15 @@ def test_answering_reads_against_the_thresholds_recorded_for_its_verifier(corpus
     out = ask(models, "How do I install the service?")  # the fake verifier is 0.9 sure
     assert out["verdict"]["thresholds"]["source"] == "calibrated"
     assert out["verdict"]["threshold"] == 0.95 and out["outcome"] == "not_verified"
+
+
+def test_reversed_passage_order_gives_the_generator_the_best_passage_last(corpus_env, models):
+    def read(order: str) -> list[str]:
+        settings = {"k": 2, "distance_threshold": 2.0, "passage_order": order}
+        ask(models, "How do I install the service?", settings)
+        context = models.chats["generator"].calls[-1][0].text
+        return re.findall(r"<passage>\n(.*?)\n</passage>", context, re.S)
+
+    ranked = read("rank")
+    assert len(ranked) == 2 and "make demo" in ranked[0]
+    assert read("reversed") == ranked[::-1]
