@@ -48,7 +48,7 @@ from tools.resilient import TextSink, invoke_text
 from tools.retrieval import Passage, RetrievalReport, cut, make_retriever
 from tools.structured import invoke_structured
 from tools.vector_store import StaleStoreError
-from tools.verifier_thresholds import thresholds_for
+from tools.verifier_thresholds import thresholds_per_reading
 
 Node = Callable[[State, RunnableConfig, Services], dict[str, Any]]
 MAX_DROPPED_LISTED = 20
@@ -393,7 +393,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
     (graph/verification.py); the verdict says verified or not, with a confidence."""
     settings = settings_for(config, state)
     judge = services.judge(settings)
-    pairs = {method: thresholds_for(settings, method) for method in ("logprobs", "sampled")}
+    pairs = thresholds_per_reading(settings)
     try:
         if pairs["logprobs"].pair != pairs["sampled"].pair:
             judge.settle(config)  # the first check must be read against the right pair

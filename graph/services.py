@@ -29,7 +29,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 
-from tools.answer_check import FirstTokenJudge
+from tools.answer_check import FirstTokenJudge, judge_for
 from tools.collection import Collection, handle_key
 from tools.config import Settings
 from tools.model_spec import parse_model_spec
@@ -113,11 +113,8 @@ class Services:
         )
         return self._models.get(
             key,
-            lambda: FirstTokenJudge(
-                self.llm(settings, "verifier"),
-                retries=settings.llm_max_retries,
-                method=settings.verifier_confidence,
-                samples=settings.verifier_samples,
+            lambda: judge_for(
+                self.llm(settings, "verifier"), settings, retries=settings.llm_max_retries
             ),
         )
 

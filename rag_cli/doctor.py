@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from tools.answer_check import SETTLE_PROBE, FirstTokenJudge
+from tools.answer_check import SETTLE_PROBE, judge_for
 from tools.config import Settings, masked
 from tools.isolated import run_isolated
 from tools.local_llm import REBUILD_ADVICE
@@ -85,9 +85,7 @@ def _verifier_confidence(settings: Settings, model: Any) -> str:
     """Prove the verifier gives the confidence ``verifier_confidence`` asks for, name the
     one it will use and the thresholds it is read against. A model that can give
     neither log-probabilities nor yes/no replies fails here rather than on every answer."""
-    judge = FirstTokenJudge(
-        model, retries=0, method=settings.verifier_confidence, samples=settings.verifier_samples
-    )
+    judge = judge_for(model, settings, retries=0)
     p_yes = judge.yes([HumanMessage(SETTLE_PROBE)]).shares["yes"]
     method = judge.method_in_use
     how = {

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools.answer_check import first_reading
 from tools.collection import check_collections
 from tools.config import ConfigError, Settings
 from tools.outbound import without_unasked_telemetry
@@ -159,8 +160,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         f"(assistant 'rag'; data in {settings.data_dir.resolve()}); Ctrl-C stops",
         flush=True,
     )
-    method = "sampled" if settings.verifier_confidence == "sampled" else "logprobs"
-    if warning := thresholds_for(settings, method).warning:
+    if warning := thresholds_for(settings, first_reading(settings.verifier_confidence)).warning:
         print(f"rag serve: warning: {warning}", file=sys.stderr, flush=True)
     if key_file:
         print(

@@ -36,7 +36,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from tools.config import Confidence
+from tools.config import Confidence, Settings
 from tools.errors import ModelOutputError, NoLogprobsError
 from tools.resilient import with_retries
 
@@ -92,6 +92,23 @@ def _logprob_shares(reply_metadata: dict, model: str, words: Sequence[str]) -> d
     return _normalised(mass, model, words)
 
 
+def first_reading(method: Confidence) -> str:
+    """The reading a verifier configured with ``method`` makes before any call: only
+    ``sampled`` samples from the start; ``auto`` tries log-probabilities first."""
+    return "sampled" if method == "sampled" else "logprobs"
+
+
+def judge_for(model: BaseChatModel, settings: Settings, *, retries: int) -> FirstTokenJudge:
+    """The verifier ``model`` read as ``settings`` say (``verifier_confidence``,
+    ``verifier_samples``): what answering, evaluation and the doctor all check with."""
+    return FirstTokenJudge(
+        model,
+        retries=retries,
+        method=settings.verifier_confidence,
+        samples=settings.verifier_samples,
+    )
+
+
 def first_word(reply: str) -> str:
     found = _FIRST_WORD.search(reply)
     return found.group().lower() if found else ""
@@ -121,8 +138,7 @@ class FirstTokenJudge:
     @property
     def method_in_use(self) -> str:
         """How the next reading will be made: "logprobs" or "sampled"."""
-        sampled = self.method == "sampled" or (self.method == "auto" and self._no_logprobs)
-        return "sampled" if sampled else "logprobs"
+        return "sampled" if self._no_logprobs else first_reading(self.method)
 
     @property
     def name(self) -> str:

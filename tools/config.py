@@ -27,7 +27,9 @@ from pydantic import (
 
 from tools.model_spec import parse_model_spec
 
-# How the verifier's confidence is read (tools/answer_check.py).
+# How the verifier's confidence is read (tools/answer_check.py): one of two readings, or
+# auto, which starts with the first and falls back to the second.
+READINGS = ("logprobs", "sampled")
 Confidence = Literal["auto", "logprobs", "sampled"]
 
 ENV_PREFIX = "RAG_"

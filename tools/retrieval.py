@@ -185,15 +185,14 @@ class HybridRetriever:
         # cosine similarity of every candidate to every query, from its stored vector
         sims = self._similarities(list(chunks), qvecs)
         report.missing_vectors = len(set(chunks) - set(sims))
+        weight = self.weight
         for i, (query, ids) in enumerate(zip(queries, found, strict=True)):
             # every candidate gets both scores, so one just outside a method's fetch_k
             # keeps its real score there instead of 0
             d_scores = _minmax({c: float(sims[c][i]) for c in ids if c in sims})
             k_scores = _minmax(self.collection.keyword_scores(query, ids))
             for cid in ids:
-                score = self.weight * d_scores.get(cid, 0.0) + (1 - self.weight) * k_scores.get(
-                    cid, 0.0
-                )
+                score = weight * d_scores.get(cid, 0.0) + (1 - weight) * k_scores.get(cid, 0.0)
                 fused[cid] = max(fused.get(cid, 0.0), score)
         report.candidates = len(fused)
         # distance to the closest query: what the threshold is measured against

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tools.config import ConfigError, Settings
+from tools.config import READINGS, ConfigError, Settings
 
 FILE_NAME = "verifier_thresholds.json"
 THRESHOLD_FIELDS = ("verify_threshold", "verify_threshold_phrase")
@@ -77,22 +77,33 @@ def _recorded(settings: Settings) -> dict[str, Any]:
     return recorded
 
 
-def thresholds_for(settings: Settings, method: str) -> Thresholds:
-    """The thresholds answering uses with ``settings``' verifier read by ``method``
-    ("logprobs" or "sampled"): the operator's, else the recorded ones, else the defaults
-    (uncalibrated unless the verifier is the default one read by log-probabilities)."""
+def thresholds_per_reading(settings: Settings) -> dict[str, Thresholds]:
+    """The thresholds answering uses with ``settings``' verifier for each reading
+    (``READINGS``): the operator's, else the recorded ones, else the defaults (uncalibrated
+    unless the verifier is the default one read by log-probabilities). One read of the
+    file for both, as the verify step needs both before it knows which reading it gets."""
     if settings.model_fields_set & set(THRESHOLD_FIELDS):
-        return Thresholds(settings.verify_threshold, settings.verify_threshold_phrase, "set")
-    record = _recorded(settings).get(key_of(settings.verifier_model, method))
-    if record:
-        return Thresholds(float(record["sentence"]), float(record["phrase"]), "calibrated")
-    defaults = Settings.model_fields
-    default_verifier = settings.verifier_model == defaults["verifier_model"].default
-    return Thresholds(
-        settings.verify_threshold,
-        settings.verify_threshold_phrase,
-        "default" if default_verifier and method == "logprobs" else "uncalibrated",
-    )
+        mine = Thresholds(settings.verify_threshold, settings.verify_threshold_phrase, "set")
+        return dict.fromkeys(READINGS, mine)
+    recorded = _recorded(settings)
+    default_verifier = settings.verifier_model == Settings.model_fields["verifier_model"].default
+    found = {}
+    for method in READINGS:
+        if entry := recorded.get(key_of(settings.verifier_model, method)):
+            found[method] = Thresholds(
+                float(entry["sentence"]), float(entry["phrase"]), "calibrated"
+            )
+        else:
+            source = "default" if default_verifier and method == "logprobs" else "uncalibrated"
+            found[method] = Thresholds(
+                settings.verify_threshold, settings.verify_threshold_phrase, source
+            )
+    return found
+
+
+def thresholds_for(settings: Settings, method: str) -> Thresholds:
+    """``thresholds_per_reading`` for one reading, "logprobs" or "sampled"."""
+    return thresholds_per_reading(settings)[method]
 
 
 def record(settings: Settings, method: str, chosen: dict[str, float], **about: Any) -> Path:
