@@ -13,15 +13,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
 
-from tests.net import free_port
+from tests.net import JsonServer, free_port
 
 STARTUP_S = 120.0  # imports and the model load, on a loaded 2-core machine
 
@@ -94,40 +92,25 @@ class LlamaServer:
 _LOGPROB_FIELDS = ("logprobs", "top_logprobs")
 
 
-class WithoutLogprobs:
+class WithoutLogprobs(JsonServer):
     """Forwards every request to ``upstream`` (a base URL) without the log-probability
     fields, and every reply without them: a real model behind a provider's shape."""
 
     def __init__(self, upstream: str) -> None:
+        super().__init__()
         self.upstream = upstream.rstrip("/")
         self.requests: list[dict[str, Any]] = []
-        proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                proxy.requests.append(dict(body))
-                for field in _LOGPROB_FIELDS:
-                    body.pop(field, None)
-                if body.get("stream"):  # the verifier never streams: keep the proxy simple
-                    status, reply = 400, {"error": {"message": "streaming is not proxied"}}
-                else:
-                    status, reply = proxy._forward(self.path, body)
-                for choice in reply.get("choices", []):
-                    choice.pop("logprobs", None)
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    def handle(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.requests.append(dict(body))
+        for field in _LOGPROB_FIELDS:
+            body.pop(field, None)
+        if body.get("stream"):  # the verifier never streams: keep the proxy simple
+            return 400, {"error": {"message": "streaming is not proxied"}}
+        status, reply = self._forward(path, body)
+        for choice in reply.get("choices", []):
+            choice.pop("logprobs", None)
+        return status, reply
 
     def _forward(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         url = self.upstream + path.removeprefix("/v1")
@@ -139,11 +122,3 @@ class WithoutLogprobs:
                 return reply.status, json.loads(reply.read())
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
-
-    def __enter__(self) -> WithoutLogprobs:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()

@@ -72,13 +72,18 @@ def test_doctor_json_reports_each_model(tmp_path, monkeypatch, capsys):
     assert "not this one: run rag eval verifier" in chat["verifier"]  # thresholds uncalibrated
 
 
+def verifier_apart(monkeypatch, server: OpenAIStub, verifier: OpenAIStub) -> None:
+    """Every model on ``server`` but the verifier, which is on ``verifier``."""
+    for role in ("GENERATOR", "QUERY", "JUDGE"):
+        monkeypatch.setenv(f"RAG_{role}_MODEL", f"openai:chat@{server.base_url}")
+    monkeypatch.setenv("RAG_VERIFIER_MODEL", f"openai:chat@{verifier.base_url}")
+    monkeypatch.setenv("RAG_EMBEDDING_MODEL", f"openai:emb@{server.base_url}")
+
+
 def test_doctor_fails_on_a_verifier_without_log_probabilities(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with OpenAIStub() as server, OpenAIStub(logprobs=False) as plain:
-        for role in ("GENERATOR", "QUERY", "JUDGE"):
-            monkeypatch.setenv(f"RAG_{role}_MODEL", f"openai:chat@{server.base_url}")
-        monkeypatch.setenv("RAG_VERIFIER_MODEL", f"openai:chat@{plain.base_url}")
-        monkeypatch.setenv("RAG_EMBEDDING_MODEL", f"openai:emb@{server.base_url}")
+        verifier_apart(monkeypatch, server, plain)
         monkeypatch.setenv("RAG_LLM_MAX_RETRIES", "0")
         code = main(["doctor", "--json"])
     report = json.loads(capsys.readouterr().out)
@@ -95,10 +100,7 @@ def test_doctor_names_a_sampled_confidence_for_a_verifier_without_log_probabilit
 ):
     monkeypatch.chdir(tmp_path)
     with OpenAIStub() as server, OpenAIStub(reply="Yes.", logprobs=False) as plain:
-        for role in ("GENERATOR", "QUERY", "JUDGE"):
-            monkeypatch.setenv(f"RAG_{role}_MODEL", f"openai:chat@{server.base_url}")
-        monkeypatch.setenv("RAG_VERIFIER_MODEL", f"openai:chat@{plain.base_url}")
-        monkeypatch.setenv("RAG_EMBEDDING_MODEL", f"openai:emb@{server.base_url}")
+        verifier_apart(monkeypatch, server, plain)
         monkeypatch.setenv("RAG_VERIFIER_SAMPLES", "4")
         code = main(["doctor", "--json"])
         sampled = [body for _, body in plain.requests if "seed" in body]
