@@ -20,3 +20,18 @@ def _isolated_settings(monkeypatch, tmp_path):
 @pytest.fixture
 def settings() -> Settings:
     return load_settings()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    from tests.postgres import LocalPostgres
+
+    server = LocalPostgres(tmp_path_factory.mktemp("pgdata") / "pg")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def database_url(postgres_server) -> str:
+    """A fresh database on the session's real PostgreSQL, for ``store = postgres``."""
+    return postgres_server.new_database()

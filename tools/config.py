@@ -92,6 +92,17 @@ class Settings(BaseModel):
         description="Answer from this version of the collection (`rag collections history`) "
         "instead of the latest, e.g. to reproduce a past answer or evaluation; read only.",
     )
+    store: Literal["embedded", "postgres"] = Field(
+        "embedded",
+        description="Where collections live: embedded (Chroma and SQLite files under "
+        "data_dir, one machine) or postgres (chunks, vectors, keyword index, versions and "
+        "conversations in one PostgreSQL + pgvector database that several servers share).",
+    )
+    database_url: str = Field(
+        "",
+        description="PostgreSQL connection URL for store = postgres, e.g. "
+        "postgresql://rag:PASSWORD@db.example:5432/rag; the database needs pgvector.",
+    )
     chroma_host: str = Field(
         "", description="host:port of a Chroma server; empty keeps Chroma embedded on disk."
     )
@@ -391,6 +402,19 @@ class Settings(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _postgres_has_a_url(self) -> Settings:
+        if self.store == "postgres" and not self.database_url.strip():
+            raise ValueError(
+                "store=postgres needs database_url: set RAG_DATABASE_URL="
+                "postgresql://USER:PASSWORD@HOST:5432/DATABASE (a database with pgvector)"
+            )
+        if self.store == "postgres" and self.chroma_host:
+            raise ValueError(
+                "store=postgres keeps vectors in PostgreSQL: unset chroma_host (RAG_CHROMA_HOST)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _overlap_below_size(self) -> Settings:
         if None not in (self.chunk_size, self.chunk_overlap) and (
             self.chunk_overlap >= self.chunk_size  # type: ignore[operator]
@@ -618,6 +642,11 @@ def did_you_mean(name: str) -> str:
     return "; known settings: " + ", ".join(sorted(Settings.model_fields))
 
 
+def redacted_url(url: str) -> str:
+    """A connection URL with its password shown as ***, for display and errors."""
+    return re.sub(r"(://[^:/@]*:).*@(?=[^@]*$)", r"\1***@", url)
+
+
 def masked(settings: Settings) -> dict[str, Any]:
     """Settings as plain data for display, with the credentials found in the environment
     shown only as set (***), never their values."""
@@ -626,6 +655,8 @@ def masked(settings: Settings) -> dict[str, Any]:
         out[key] = str(value) if isinstance(value, Path) else value
     if settings.api_key:
         out["api_key"] = "***"
+    if settings.database_url:
+        out["database_url"] = redacted_url(settings.database_url)
     if settings.client_keys:
         out["client_keys"] = ",".join(f"{n}:***" for n, _ in client_pairs(settings.client_keys))
     for key in ("OPENAI_API_KEY", "LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY"):

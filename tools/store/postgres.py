@@ -1,0 +1,132 @@
+"""Connections and names for ``store = "postgres"``.
+
+Each collection is one PostgreSQL schema holding the same tables as an embedded
+collection's SQLite manifest plus its vectors (``tools.store.pg_manifest``,
+``tools.store.pg_vectors``), so every query runs unqualified inside its schema and one
+transaction commits a file's chunks, keyword postings and version record together.
+``public.rag_collections`` lists the collections; a past version read with ``as_of``
+is a copy of the schema rolled back (``<schema>@v<N>``), made once, as the embedded
+backend copies its manifest file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import sql
+
+from tools.config import ConfigError, redacted_url
+from tools.documents import short_hash
+
+_REGISTRY = """
+CREATE TABLE IF NOT EXISTS public.rag_collections (
+    name TEXT PRIMARY KEY, schema_name TEXT UNIQUE NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)"""
+
+
+class DatabaseError(ConfigError):
+    """The database cannot be reached or lacks what the service needs."""
+
+
+def connect(url: str) -> psycopg.Connection:
+    """An autocommit connection (transactions are explicit) with pgvector available."""
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise DatabaseError(
+            f"cannot connect to the database at {redacted_url(url)} ({_first_line(exc)}); "
+            "check RAG_DATABASE_URL and that the server runs"
+        ) from None
+    try:
+        if not conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(_REGISTRY)
+    except psycopg.Error as exc:
+        conn.close()
+        raise DatabaseError(
+            f"the database at {redacted_url(url)} has no pgvector and this user cannot add it "
+            f"({_first_line(exc)}); run CREATE EXTENSION vector as its owner"
+        ) from None
+    return conn
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def schema_name(collection: str, version: int | None = None) -> str:
+    """The schema of ``collection`` (or of its copy at ``version``): within PostgreSQL's 63
+    bytes for any valid name (3-64 characters)."""
+    base = collection if len(collection) <= 50 else collection[:41] + short_hash(collection)[:8]
+    return f"rag_{base}" + (f"@v{version}" if version else "")
+
+
+def use_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Make unqualified names mean ``schema``'s tables (and pgvector's types in public)."""
+    conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+
+
+def collection_names(conn: psycopg.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT name FROM public.rag_collections ORDER BY name")]
+
+
+def registered(conn: psycopg.Connection, collection: str) -> bool:
+    row = conn.execute("SELECT 1 FROM public.rag_collections WHERE name = %s", (collection,))
+    return row.fetchone() is not None
+
+
+def register(conn: psycopg.Connection, collection: str) -> None:
+    conn.execute(
+        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema_name(collection)))
+    )
+    conn.execute(
+        "INSERT INTO public.rag_collections (name, schema_name) VALUES (%s, %s) "
+        "ON CONFLICT (name) DO NOTHING",
+        (collection, schema_name(collection)),
+    )
+
+
+def snapshot_schemas(conn: psycopg.Connection, collection: str) -> list[str]:
+    prefix = schema_name(collection) + "@v"
+    rows = conn.execute(
+        "SELECT nspname FROM pg_namespace WHERE left(nspname, length(%s)) = %s", (prefix, prefix)
+    )
+    return [r[0] for r in rows]
+
+
+def drop_snapshots(conn: psycopg.Connection, collection: str) -> None:
+    for schema in snapshot_schemas(conn, collection):
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def drop(conn: psycopg.Connection, collection: str) -> None:
+    """Remove a collection, its snapshots and its registry row in one transaction."""
+    with conn.transaction():
+        drop_snapshots(conn, collection)
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(schema_name(collection))
+            )
+        )
+        conn.execute("DELETE FROM public.rag_collections WHERE name = %s", (collection,))
+
+
+def _lock_key(collection: str) -> int:
+    """A signed 64-bit advisory-lock key per collection."""
+    return int(short_hash("rag-writer", collection)[:15], 16)
+
+
+@contextmanager
+def writer_lock(url: str, collection: str) -> Iterator[bool]:
+    """Hold the collection's writer lock for the block (an advisory lock: released when
+    the connection ends, so a killed writer never leaves it taken). Yields whether it
+    was free."""
+    conn = connect(url)
+    try:
+        got = conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(collection),))
+        yield bool(got.fetchone()[0])
+    finally:
+        conn.close()
