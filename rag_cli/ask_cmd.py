@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
-
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    messages_from_dict,
-    messages_to_dict,
-)
-from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for
 from graph.services import Services
 from graph.state import OutputState
 from rag_cli.live import LiveAnswer
+from rag_cli.threads import Threads, check_thread, open_threads
 from rag_ui.exchange import PromptRecorder, prompt_note
 from tools.config import Settings, choices
 from tools.local_llm import cancel_running
@@ -170,32 +160,21 @@ def print_answer(out: dict[str, Any]) -> None:
         print(f"trace: {out['trace_id']}")
 
 
-def _thread_path(settings: Settings, thread: str) -> Path:
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", thread):
-        raise ValueError("--thread must be 1-64 letters, digits, '.', '_' or '-'")
-    return settings.data_dir / "threads" / f"{thread}.json"
-
-
-def _load_thread(path: Path | None) -> list[BaseMessage]:
-    return messages_from_dict(json.loads(path.read_text())) if path and path.exists() else []
-
-
-def _save_thread(path: Path, messages: list[BaseMessage]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(messages_to_dict(messages)))
-
-
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:
-    path = _thread_path(settings, args.thread) if args.thread else None
-    history = _load_thread(path)
+    if args.thread:
+        check_thread(args.thread)
     check_models(settings, ANSWER_ROLES)
-    inputs: dict[str, Any] = {"question": args.question, "messages": history}
     config = config_for(
         thread_id=args.thread, user_id=args.user_id, **_configurable(args, settings)
     )
-    out = answer(build_graph(), inputs, config, show=not args.json, services=args.services)
-    if path:
-        _save_thread(path, [*history, HumanMessage(args.question), AIMessage(out["answer"])])
+    with open_threads(settings) as threads:
+        inputs: dict[str, Any] = {
+            "question": args.question,
+            "messages": threads.history(args.thread),
+        }
+        app = build_graph(checkpointer=threads.checkpointer if args.thread else None)
+        out = answer(app, inputs, config, show=not args.json, services=args.services)
+        threads.keep(args.thread, app, config)
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     else:
@@ -207,10 +186,17 @@ CHAT_HELP = "commands: /passages (what was retrieved), /prompt (the full prompt)
 
 
 def run_chat(args: argparse.Namespace, settings: Settings) -> int:
-    path = _thread_path(settings, args.thread) if args.thread else None
-    history = _load_thread(path)  # given to the graph with the first question
+    if args.thread:
+        check_thread(args.thread)
     check_models(settings, ANSWER_ROLES)
-    app = build_graph(checkpointer=InMemorySaver())
+    with open_threads(settings) as threads:
+        return _chat(args, settings, threads)
+
+
+def _chat(args: argparse.Namespace, settings: Settings, threads: Threads) -> int:
+    history = threads.history(args.thread)  # given to the graph with the first question
+    app = build_graph(checkpointer=threads.checkpointer)
+    thread = args.thread
     session = args.thread or str(uuid.uuid4())  # one chat = one thread = one Langfuse session
     print(f"rag chat on collection {args.collection or settings.collection!r}. {CHAT_HELP}")
     if history:
@@ -227,7 +213,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         if line in ("/quit", "/exit"):
             return 0
         if line == "/new":
-            session, path, history = str(uuid.uuid4()), None, []
+            session, thread, history = str(uuid.uuid4()), None, []
             print("(new conversation" + (", not saved under --thread)" if args.thread else ")"))
             continue
         config = config_for(
@@ -242,8 +228,7 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         try:
             print_answer(answer(app, inputs, config, show=True, services=args.services))
             history = []  # from now on the thread's own state holds the conversation
-            if path:
-                _save_thread(path, app.get_state(config).values["messages"])
+            threads.keep(thread, app, config)
         except ValueError as exc:
             print(f"error: {exc}")
         except KeyboardInterrupt:  # Ctrl-C while answering cancels that answer only

@@ -28,6 +28,10 @@ from tools.config import COLLECTION_NAME, ConfigError, Settings
 from tools.documents import Chunk
 from tools.keyword_index import TOKENIZER_VERSION
 from tools.manifest import SCHEMA_VERSION, Manifest
+from tools.store import postgres as pg
+from tools.store.pg_manifest import PgManifest
+from tools.store.pg_snapshots import version_snapshot
+from tools.store.pg_vectors import PgChunkStore
 from tools.vector_store import ChromaChunkStore, chroma_client, drop_vectors, store_started
 
 _NAME = re.compile(COLLECTION_NAME)
@@ -103,10 +107,12 @@ def _version_snapshot(
     return target
 
 
-def handle_key(settings: Settings, name: str) -> tuple[str, str, int, str, int]:
+def handle_key(settings: Settings, name: str) -> tuple[str, str, str, str, int, str, int]:
     """What an open ``Collection`` depends on: where it is, and how it is searched."""
     return (
         str(settings.data_dir),
+        settings.store,
+        settings.database_url,
         settings.chroma_host or "",
         settings.hnsw_ef_search,
         name,
@@ -115,6 +121,9 @@ def handle_key(settings: Settings, name: str) -> tuple[str, str, int, str, int]:
 
 
 def list_collections(settings: Settings) -> list[str]:
+    if settings.store == "postgres":
+        with closing(pg.connect(settings.database_url)) as conn:
+            return pg.collection_names(conn)
     folder = settings.data_dir / "collections"
     return sorted(p.stem for p in folder.glob("*.sqlite")) if folder.is_dir() else []
 
@@ -135,6 +144,12 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 
 
 class Collection:
+    """One collection on either backend (``settings.store``): its manifest and its vectors,
+    the same contract on both (tests/contract)."""
+
+    manifest: Manifest | PgManifest
+    vectors: ChromaChunkStore | PgChunkStore
+
     def __init__(
         self,
         settings: Settings,
@@ -150,18 +165,21 @@ class Collection:
                 f"as_of={self.as_of} reads a past version of {self.name!r}; ingestion writes "
                 "the current one: unset as_of (RAG_AS_OF, --as-of) to ingest"
             )
+        self._settings = settings
+        if settings.store == "postgres":
+            self._open_postgres(settings, create)
+        else:
+            self._open_embedded(settings, create, fresh_store)
+        self._identity = self._current_identity()
+        self.check()
+
+    def _open_embedded(self, settings: Settings, create: bool, fresh_store: bool) -> None:
         path = manifest_path(settings, self.name)
         if not create and not path.exists():
-            known = ", ".join(list_collections(settings)) or "none yet"
-            raise ConfigError(
-                f"unknown collection {self.name!r} in {settings.data_dir} (known: {known}); "
-                "create it with `rag ingest PATH --collection NAME`"
-            )
+            raise _unknown(settings, self.name)
         try:
             self.manifest = Manifest(path, verify=create)
-            unrecorded = {k: v for k, v in VERSIONS.items() if k not in self.manifest.meta()}
-            if create and unrecorded:
-                self.manifest.set_meta(unrecorded)
+            self._record_versions(create)
         except sqlite3.OperationalError as exc:  # I/O: a full disk, permissions, a lock
             raise CollectionError(
                 f"collection {self.name!r}: its manifest {path} cannot be opened ({exc}); "
@@ -180,19 +198,54 @@ class Collection:
             chroma_client(settings, fresh=fresh_store), self.name, settings.hnsw_ef_search
         )
         if self.as_of:  # the same vectors, and the manifest as it was after that version
-            if problem := _restorable_problem(self.manifest, self.as_of):  # before any copy
-                self.manifest.close()
-                raise ConfigError(problem)
+            self._refuse_unrestorable()  # before any copy
             self.manifest.close()
             self.manifest = Manifest(
                 _version_snapshot(settings, self.name, self.as_of, self.vectors)
             )
             self._seen = self.manifest.generation()
-        self._file = _file_identity(self.manifest.path)
-        self.check()
+
+    def _open_postgres(self, settings: Settings, create: bool) -> None:
+        """Manifest and vectors in the collection's schema; a commit by any process is
+        visible to every other at once, so nothing here tracks who committed what."""
+        url = settings.database_url
+        with closing(pg.connect(url)) as conn:
+            if create:
+                pg.register(conn, self.name)
+            elif not pg.registered(conn, self.name):
+                raise _unknown(settings, self.name)
+        self.manifest = PgManifest(url, pg.schema_name(self.name))
+        self._record_versions(create)
+        self._embedded = False
+        self.vectors = PgChunkStore(url, pg.schema_name(self.name), settings.hnsw_ef_search)
+        if self.as_of:
+            self._refuse_unrestorable()
+            self.manifest.close()
+            snapshot = version_snapshot(url, self.name, self.as_of, self.vectors.held)
+            self.manifest = PgManifest(url, snapshot)
+        self._seen = self.manifest.generation()
+
+    def _record_versions(self, create: bool) -> None:
+        unrecorded = {k: v for k, v in VERSIONS.items() if k not in self.manifest.meta()}
+        if create and unrecorded:
+            self.manifest.set_meta(unrecorded)
+
+    def _refuse_unrestorable(self) -> None:
+        assert self.as_of
+        if problem := _restorable_problem(self.manifest, self.as_of):
+            self.manifest.close()
+            raise ConfigError(problem)
+
+    def _current_identity(self) -> object:
+        """What changes when the collection is rebuilt or deleted under this handle: the
+        manifest file's inode, or the schema's oid."""
+        if self._settings.store == "postgres":
+            return self.manifest.identity()
+        return _file_identity(self.manifest.path)
 
     def close(self) -> None:
         self.manifest.close()
+        self.vectors.close()
 
     def _store_missed_commits(self, settings: Settings) -> bool:
         """Whether this process's Chroma system started before another process's latest
@@ -209,7 +262,7 @@ class Collection:
         process (the server) must open it again, with a fresh Chroma system: it was rebuilt
         or deleted (the manifest is another file), or another process committed chunks
         whose vectors this process's embedded Chroma system cannot see."""
-        if _file_identity(self.manifest.path) != self._file:
+        if self._current_identity() != self._identity:
             return True
         if not self._embedded:
             return False  # a Chroma server shows every client's writes
@@ -366,16 +419,35 @@ class Collection:
         are made again when next asked for."""
         if self.as_of:
             raise ConfigError("gc changes the current version: unset as_of")
-        size = _bytes(self.manifest.path)
+        size = self._manifest_bytes()
         retired, unused = self.manifest.reclaim(keep)
         self.vectors.delete(unused)
-        _drop_snapshots(self.manifest.path)
+        if self._settings.store == "postgres":
+            with closing(pg.connect(self._settings.database_url)) as conn:
+                pg.drop_snapshots(conn, self.name)
+        else:
+            _drop_snapshots(self.manifest.path)
         return {
             "retired_chunks_deleted": retired,
             "vectors_deleted": len(unused),
-            "manifest_bytes_freed": size - _bytes(self.manifest.path),
+            "manifest_bytes_freed": size - self._manifest_bytes(),
             "restorable_from": self.manifest.restorable_from(),
         }
+
+
+    def _manifest_bytes(self) -> int:
+        if self._settings.store == "postgres":
+            return self.manifest.size_bytes()
+        return _bytes(self.manifest.path)
+
+
+def _unknown(settings: Settings, name: str) -> ConfigError:
+    where = "the database" if settings.store == "postgres" else str(settings.data_dir)
+    known = ", ".join(list_collections(settings)) or "none yet"
+    return ConfigError(
+        f"unknown collection {name!r} in {where} (known: {known}); "
+        "create it with `rag ingest PATH --collection NAME`"
+    )
 
 
 def as_of_problem(settings: Settings) -> str | None:
@@ -383,14 +455,19 @@ def as_of_problem(settings: Settings) -> str | None:
     checks that must refuse a request before any snapshot is made (the server's)."""
     if not settings.as_of:
         return None
-    manifest = Manifest(manifest_path(settings, settings.collection))
+    if settings.store == "postgres":
+        manifest: Manifest | PgManifest = PgManifest(
+            settings.database_url, pg.schema_name(settings.collection)
+        )
+    else:
+        manifest = Manifest(manifest_path(settings, settings.collection))
     try:
         return _restorable_problem(manifest, settings.as_of)
     finally:
         manifest.close()
 
 
-def _restorable_problem(manifest: Manifest, version: int) -> str | None:
+def _restorable_problem(manifest: Manifest | PgManifest, version: int) -> str | None:
     try:
         manifest.check_restorable(version)
     except ValueError as exc:
@@ -425,7 +502,17 @@ class CollectionBusy(ConfigError):
 @contextmanager
 def exclusive(settings: Settings, name: str) -> Iterator[None]:
     """One writer per collection: an ingestion, a rollback, a gc or a drop holds this lock
-    while it writes (orphan removal must not race another run's uploads)."""
+    while it writes (orphan removal must not race another run's uploads): a lock file on
+    one machine, an advisory lock in the database for store = postgres."""
+    if settings.store == "postgres":
+        with pg.writer_lock(settings.database_url, name) as free:
+            if not free:
+                raise CollectionBusy(
+                    f"another ingestion into {name!r} is running (it holds the collection's "
+                    "lock in the database); retry when it has finished"
+                )
+            yield
+        return
     lock_path = manifest_path(settings, name).with_suffix(".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as fh:
@@ -443,6 +530,10 @@ def drop_collection(settings: Settings, name: str) -> None:
     """Remove a collection even when it cannot be opened (damaged or another version),
     under the writer lock, so it never races a running ingestion."""
     check_name(name)
+    if settings.store == "postgres":
+        with exclusive(settings, name), closing(pg.connect(settings.database_url)) as conn:
+            pg.drop(conn, name)
+        return
     path = manifest_path(settings, name)
     with exclusive(settings, name):
         for suffix in ("", "-wal", "-shm"):

@@ -102,6 +102,9 @@ class ChromaChunkStore:
         self._collection = self._store._collection
         self._max_batch = client.get_max_batch_size()
 
+    def close(self) -> None:
+        """Nothing to release: the Chroma client is shared by the process."""
+
     def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
         for start in range(0, len(chunks), self._max_batch):
             part = chunks[start : start + self._max_batch]

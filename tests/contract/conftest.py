@@ -1,5 +1,6 @@
-"""Every vector-store backend runs the same contract suite: embedded Chroma and a real
-``chroma run`` server started on 127.0.0.1 for the session."""
+"""Every store backend runs the same contract suite: embedded Chroma, a real ``chroma run``
+server started on 127.0.0.1 for the session, and a real PostgreSQL with pgvector
+(tests/postgres.py), a fresh database per test."""
 
 from __future__ import annotations
 
@@ -49,9 +50,13 @@ def chroma_server(tmp_path_factory):
     proc.wait(timeout=10)
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", "server", "postgres"])
 def backend_settings(request, tmp_path):
     from tools.config import load_settings
 
-    host = request.getfixturevalue("chroma_server") if request.param == "server" else ""
-    return load_settings({"data_dir": tmp_path / "data", "chroma_host": host})
+    values = {"data_dir": tmp_path / "data"}
+    if request.param == "server":
+        values["chroma_host"] = request.getfixturevalue("chroma_server")
+    if request.param == "postgres":
+        values |= {"store": "postgres", "database_url": request.getfixturevalue("database_url")}
+    return load_settings(values)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from contextlib import closing
 
 import pytest
 
 from tests.fakes import HashEmbeddings
 from tools.collection import Collection
 from tools.documents import Chunk
+from tools.store import postgres as pg
+from tools.store.pg_vectors import PgChunkStore
 from tools.vector_store import ChromaChunkStore, chroma_client
 
 EMB = HashEmbeddings()
@@ -33,7 +36,14 @@ def chunk(text: str, index: int = 0, doc: str = "d1") -> Chunk:
 @pytest.fixture
 def store(backend_settings):
     name = f"c-{uuid.uuid4().hex[:8]}"
-    return ChromaChunkStore(chroma_client(backend_settings), name, ef_search=100)
+    if backend_settings.store == "postgres":
+        with closing(pg.connect(backend_settings.database_url)) as conn:
+            pg.register(conn, name)
+        vectors = PgChunkStore(backend_settings.database_url, pg.schema_name(name), 100)
+        yield vectors
+        vectors.close()
+        return
+    yield ChromaChunkStore(chroma_client(backend_settings), name, ef_search=100)
 
 
 def test_upsert_search_roundtrip_keeps_every_field(store):

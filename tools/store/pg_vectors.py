@@ -27,7 +27,6 @@ CREATE TABLE IF NOT EXISTS vectors (
 CREATE INDEX IF NOT EXISTS vectors_text_hash ON vectors (text_hash);
 CREATE INDEX IF NOT EXISTS vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops);
 """
-_BATCH = 1000
 
 
 def _literal(vector: Sequence[float]) -> str:
@@ -40,6 +39,7 @@ class PgChunkStore:
 
     def __init__(self, url: str, schema: str, ef_search: int) -> None:
         self.name = schema
+        self._max_batch = 1000  # rows per statement
         self._db = connect(url)
         use_schema(self._db, schema)
         # pgvector caps hnsw.ef_search at 1000
@@ -60,29 +60,33 @@ class PgChunkStore:
         try:
             with self._db.transaction():
                 self._db.execute(_TABLE.format(dim=len(vectors[0])))
-                with self._db.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO vectors VALUES (%s, %s, %s, %s, %s::vector) "
-                        "ON CONFLICT (id) DO UPDATE SET text_hash = EXCLUDED.text_hash, "
-                        "document = EXCLUDED.document, metadata = EXCLUDED.metadata, "
-                        "embedding = EXCLUDED.embedding",
-                        [
-                            (c.id, c.text_hash, c.text, json.dumps(c.to_metadata()), _literal(v))
-                            for c, v in zip(chunks, vectors, strict=True)
-                        ],
-                    )
+                for start in range(0, len(chunks), self._max_batch):
+                    part = slice(start, start + self._max_batch)
+                    self._insert(chunks[part], vectors[part])
         except psycopg.Error as exc:
             raise StorageError(f"writing vectors to PostgreSQL failed: {exc}") from exc
+
+    def _insert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+        with self._db.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO vectors VALUES (%s, %s, %s, %s, %s::vector) "
+                "ON CONFLICT (id) DO UPDATE SET text_hash = EXCLUDED.text_hash, "
+                "document = EXCLUDED.document, metadata = EXCLUDED.metadata, "
+                "embedding = EXCLUDED.embedding",
+                [
+                    (c.id, c.text_hash, c.text, json.dumps(c.to_metadata()), _literal(v))
+                    for c, v in zip(chunks, vectors, strict=True)
+                ],
+            )
 
     def delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)
         if not ids or not self._exists():
             return
         try:
-            for start in range(0, len(ids), _BATCH):
-                self._db.execute(
-                    "DELETE FROM vectors WHERE id = ANY(%s)", (ids[start : start + _BATCH],)
-                )
+            for start in range(0, len(ids), self._max_batch):
+                part = ids[start : start + self._max_batch]
+                self._db.execute("DELETE FROM vectors WHERE id = ANY(%s)", (part,))
         except psycopg.Error as exc:
             raise StorageError(f"deleting vectors from PostgreSQL failed: {exc}") from exc
 

@@ -1,0 +1,96 @@
+"""Past versions of a PostgreSQL collection, for ``as_of``: the schema copied and rolled
+back, once per version, as the embedded backend copies its manifest file (what a past
+version held never changes). Vectors are not copied: the collection's own store keeps
+the vectors of replaced chunks until gc."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from contextlib import closing
+
+from psycopg import sql
+
+from tools.config import ConfigError
+from tools.store.pg_keywords import DERIVED_TABLES
+from tools.store.pg_manifest import PgManifest
+from tools.store.postgres import connect, schema_name
+
+# vectors stay in the collection's schema; the keyword tables are rebuilt by triggers
+_NOT_COPIED = ("vectors", *DERIVED_TABLES)
+
+
+def version_snapshot(
+    url: str, collection: str, version: int, held: Callable[[Iterable[str]], set[str]]
+) -> str:
+    """The schema holding ``collection`` as it was after ``version`` (made if missing)."""
+    target, source = schema_name(collection, version), schema_name(collection)
+    with closing(connect(url)) as conn:
+        if conn.execute("SELECT to_regnamespace(%s)", (f'"{target}"',)).fetchone()[0]:
+            return target
+        building = f"rag_building_{uuid.uuid4().hex[:12]}"  # one per builder, as files are
+        past = PgManifest(url, building)
+        try:
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                    "AND table_type = 'BASE TABLE' AND table_name <> ALL(%s)",
+                    (source, list(_NOT_COPIED)),
+                )
+            ]
+            with conn.transaction():
+                for table in tables:
+                    columns = sql.SQL(", ").join(map(sql.Identifier, _stored(conn, source, table)))
+                    conn.execute(
+                        sql.SQL(
+                            "INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE SELECT {} FROM {}"
+                        ).format(
+                            sql.Identifier(building, table),
+                            columns,
+                            columns,
+                            sql.Identifier(source, table),
+                        )
+                    )
+                conn.execute(
+                    sql.SQL(
+                        "SELECT setval(pg_get_serial_sequence({}, 'version'), "
+                        "(SELECT COALESCE(MAX(version), 0) + 1 FROM {}), false)"
+                    ).format(
+                        sql.Literal(f'"{building}".versions'), sql.Identifier(building, "versions")
+                    )
+                )
+            past.rollback(version, held)
+            past.close()
+            with conn.transaction():
+                if conn.execute("SELECT to_regnamespace(%s)", (f'"{target}"',)).fetchone()[0]:
+                    _drop(conn, building)  # another builder finished first: use theirs
+                else:
+                    conn.execute(
+                        sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                            sql.Identifier(building), sql.Identifier(target)
+                        )
+                    )
+        except ValueError as exc:
+            past.close()
+            _drop(conn, building)
+            raise ConfigError(f"as_of={version}: {exc}") from None
+        except BaseException:
+            past.close()
+            _drop(conn, building)
+            raise
+    return target
+
+
+def _stored(conn, schema: str, table: str) -> list[str]:
+    """The columns a copy writes: generated ones are computed again."""
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+        "AND table_name = %s AND is_generated = 'NEVER' ORDER BY ordinal_position",
+        (schema, table),
+    )
+    return [r[0] for r in rows]
+
+
+def _drop(conn, schema: str) -> None:
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
