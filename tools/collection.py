@@ -434,7 +434,6 @@ class Collection:
             "restorable_from": self.manifest.restorable_from(),
         }
 
-
     def _manifest_bytes(self) -> int:
         if self._settings.store == "postgres":
             return self.manifest.size_bytes()
