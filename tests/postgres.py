@@ -4,6 +4,7 @@ per test session, reached over its Unix socket; each test gets a database of its
 from __future__ import annotations
 
 import uuid
+import warnings
 from pathlib import Path
 
 import psycopg
@@ -11,7 +12,9 @@ import psycopg
 
 class LocalPostgres:
     def __init__(self, folder: Path) -> None:
-        import pgserver  # a dev dependency: production connects to any PostgreSQL 15+
+        with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR, /tmp is used
+            warnings.simplefilter("ignore")
+            import pgserver  # a dev dependency: production connects to any PostgreSQL 15+
 
         folder.mkdir(parents=True, exist_ok=True)
         self._server = pgserver.get_server(folder, cleanup_mode="delete")

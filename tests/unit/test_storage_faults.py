@@ -26,6 +26,7 @@ from tests.files import write_tree
 from tools.collection import Collection, CollectionError, drop_collection, list_collections
 from tools.config import ConfigError, load_settings
 from tools.errors import ModelError
+from tools.manifest import Manifest
 from tools.vector_store import ChromaChunkStore, chroma_client
 
 # the CLI's ingestion embeds with these, handed in as a test hands any model
@@ -39,6 +40,15 @@ PAGES = {f"page{i}.md": f"# Page {i}\n\nTopic number {i} is about subject{i}.\n"
 @pytest.fixture
 def settings(tmp_path):
     return load_settings({"data_dir": tmp_path / "data"})
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def store_settings(request, tmp_path):
+    """Either backend: the kill tests hold for both (a real PostgreSQL for the second)."""
+    values: dict = {"data_dir": str(tmp_path / "data")}
+    if request.param == "postgres":
+        values |= {"store": "postgres", "database_url": request.getfixturevalue("database_url")}
+    return load_settings(values)
 
 
 @pytest.fixture
@@ -62,9 +72,10 @@ def state(col: Collection) -> tuple:
 def assert_halves_agree(col: Collection) -> None:
     """Every committed chunk is in both the keyword and the dense half; neither finds
     anything uncommitted (the vectors an interrupted run left are never returned)."""
-    col.manifest._db.execute(  # FTS5's check that its index holds exactly the chunk rows
-        "INSERT INTO chunk_terms(chunk_terms, rank) VALUES ('integrity-check', 1)"
-    )
+    if isinstance(col.manifest, Manifest):  # FTS5's check: its index holds the chunk rows
+        col.manifest._db.execute(
+            "INSERT INTO chunk_terms(chunk_terms, rank) VALUES ('integrity-check', 1)"
+        )
     committed = col.manifest.chunk_ids()
     assert col.manifest.chunk_count() == len(committed)
     for cid, chunk in col.manifest.chunks(committed).items():
@@ -247,8 +258,11 @@ KILLER = textwrap.dedent(
     from tools.collection import Collection
     from tools.config import load_settings
     from tools.manifest import Manifest
+    from tools.store.pg_manifest import PgManifest
 
     pipeline.GROUP_CHUNKS = 1
+    settings = load_settings({values!r})
+    Manifest = PgManifest if settings.store == "postgres" else Manifest
     real = Manifest.replace_file
     commits = []
     def replace_then_die(self, record, documents, version=None):
@@ -257,15 +271,21 @@ KILLER = textwrap.dedent(
         if len(commits) == 3:  # killed between a commit and its vector clean-up
             os.kill(os.getpid(), signal.SIGKILL)
     Manifest.replace_file = replace_then_die
-    settings = load_settings({{"data_dir": {data!r}}})
     col = Collection(settings, "docs", create=True)
     pipeline.Ingestor(settings, col, HashEmbeddings(), OPTIONS, progress=False).run([{corpus!r}])
     """
 )
 
 
-def test_killed_ingestion_then_rerun_matches_a_clean_run(settings, corpus, tmp_path):
-    script = KILLER.format(repo=str(REPO), data=str(settings.data_dir), corpus=str(corpus))
+def _killer(settings, corpus) -> str:
+    values = {"data_dir": str(settings.data_dir), "store": settings.store}
+    values["database_url"] = settings.database_url
+    return KILLER.format(repo=str(REPO), values=values, corpus=str(corpus))
+
+
+def test_killed_ingestion_then_rerun_matches_a_clean_run(store_settings, corpus, tmp_path):
+    settings = store_settings
+    script = _killer(settings, corpus)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, cwd=REPO)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
     col = Collection(settings, "docs")
@@ -276,13 +296,14 @@ def test_killed_ingestion_then_rerun_matches_a_clean_run(settings, corpus, tmp_p
     assert_like_clean(settings, col, [corpus])
 
 
-def test_a_killed_run_leaves_the_last_version_to_go_back_to(settings, corpus):
+def test_a_killed_run_leaves_the_last_version_to_go_back_to(store_settings, corpus):
     """v1 complete; v2 changes every page and is killed after 3 commits. The pages it did
     not reach still answer as v1, and a rollback makes the whole collection v1 again."""
+    settings = store_settings
     ingest(settings, [corpus])
     for page in corpus.iterdir():
         page.write_text(page.read_text().replace("Topic number", "Renamed number"))
-    script = KILLER.format(repo=str(REPO), data=str(settings.data_dir), corpus=str(corpus))
+    script = _killer(settings, corpus)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, cwd=REPO)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
     col = Collection(settings, "docs")

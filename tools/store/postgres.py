@@ -27,6 +27,12 @@ CREATE TABLE IF NOT EXISTS public.rag_collections (
 )"""
 
 
+_READY = (
+    "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') "
+    "AND to_regclass('public.rag_collections') IS NOT NULL"
+)
+
+
 class DatabaseError(ConfigError):
     """The database cannot be reached or lacks what the service needs."""
 
@@ -41,9 +47,11 @@ def connect(url: str) -> psycopg.Connection:
             "check RAG_DATABASE_URL and that the server runs"
         ) from None
     try:
-        if not conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(_REGISTRY)
+        if not conn.execute(_READY).fetchone()[0]:
+            with conn.transaction():  # IF NOT EXISTS still races a second first-time caller
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("", "setup"),))
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute(_REGISTRY)
     except psycopg.Error as exc:
         conn.close()
         raise DatabaseError(
@@ -79,14 +87,18 @@ def registered(conn: psycopg.Connection, collection: str) -> bool:
 
 
 def register(conn: psycopg.Connection, collection: str) -> None:
-    conn.execute(
-        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema_name(collection)))
-    )
-    conn.execute(
-        "INSERT INTO public.rag_collections (name, schema_name) VALUES (%s, %s) "
-        "ON CONFLICT (name) DO NOTHING",
-        (collection, schema_name(collection)),
-    )
+    with conn.transaction():  # CREATE SCHEMA IF NOT EXISTS races a second creator too
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(collection, "setup"),))
+        conn.execute(
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                sql.Identifier(schema_name(collection))
+            )
+        )
+        conn.execute(
+            "INSERT INTO public.rag_collections (name, schema_name) VALUES (%s, %s) "
+            "ON CONFLICT (name) DO NOTHING",
+            (collection, schema_name(collection)),
+        )
 
 
 def snapshot_schemas(conn: psycopg.Connection, collection: str) -> list[str]:
@@ -114,9 +126,9 @@ def drop(conn: psycopg.Connection, collection: str) -> None:
         conn.execute("DELETE FROM public.rag_collections WHERE name = %s", (collection,))
 
 
-def _lock_key(collection: str) -> int:
-    """A signed 64-bit advisory-lock key per collection."""
-    return int(short_hash("rag-writer", collection)[:15], 16)
+def _lock_key(collection: str, purpose: str = "writer") -> int:
+    """A 60-bit advisory-lock key per collection and purpose."""
+    return int(short_hash(f"rag-{purpose}", collection)[:15], 16)
 
 
 @contextmanager
