@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from rag_ui.flags import FlagStore, flags_file
+from rag_ui.flags import flag_store
 from tools.config import Settings
 
 
@@ -32,12 +32,12 @@ def _one_line(text: str, width: int) -> str:
 def run_list(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
-    flags = FlagStore(flags_file(settings)).list(args.limit)
+    flags = flag_store(settings).list(args.limit)
     if args.json:
         print(json.dumps(flags, indent=2, ensure_ascii=False))
         return 0
     if not flags:
-        print(f"no flags in {flags_file(settings)}")
+        print(f"no flags in {flag_store(settings).where}")
         return 0
     for flag in flags:
         verdict = flag["exchange"].get("verdict") or {}
@@ -51,7 +51,7 @@ def run_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_export(args: argparse.Namespace, settings: Settings) -> int:
-    flags = FlagStore(flags_file(settings)).list()
+    flags = flag_store(settings).list()
     lines = "".join(json.dumps(flag, ensure_ascii=False) + "\n" for flag in flags)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

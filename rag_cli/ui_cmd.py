@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from rag_cli.serve_cmd import answering, is_loopback
+from rag_ui.flags import flag_store
 from tools.collection import Collection, check_collections
 from tools.config import Settings, with_overrides
 
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         f"chat page at http://{args.host}:{args.port}/"
         + (f"?token={token}" if token else "")
         + f" (data in {settings.data_dir.resolve()}, "
-        f"flags in {settings.data_dir.resolve() / 'flags.sqlite'}); Ctrl-C stops",
+        f"flags in {flag_store(settings).where}); Ctrl-C stops",
         flush=True,
     )
     uvicorn.run(

@@ -41,7 +41,7 @@ from graph.configuration import PER_QUESTION_FIELDS
 from graph.draft import DRAFT, DRAFT_RESET, STEP, StepClock
 from graph.services import Services
 from rag_ui.exchange import PromptRecorder, build_exchange
-from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, check_comment, flags_file
+from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, check_comment, flag_store
 from rag_ui.sessions import Session, Sessions
 from rag_ui.token import RequireToken
 from server.app import check_run_request
@@ -106,7 +106,7 @@ class ChatApp:
         checkpointer = InMemorySaver()
         self.graph = build_graph(checkpointer=checkpointer)
         self.sessions = Sessions(checkpointer, settings.data_dir.resolve() / "ui" / "sessions")
-        self.flags = FlagStore(flags_file(settings))
+        self.flags = flag_store(settings)
 
     def _session(self, body: dict[str, Any]) -> Session:
         session = self.sessions.get(body.get("session"))

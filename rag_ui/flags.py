@@ -1,6 +1,8 @@
 """The flag log: answers a user flagged in `rag ui`, kept whole for later review.
 
-SQLite under the data directory (``<data_dir>/flags.sqlite``), one row per flag. The
+SQLite under the data directory (``<data_dir>/flags.sqlite``), or the table
+``rag_flags`` of the collections' database with ``store = postgres`` (so every server's
+flags are in one place), one row per flag. The
 exchange is stored as JSON (question, history, queries, passages, prompt, answer,
 verdict, trace id...) because reviewing a bad answer needs exactly what the model
 saw; time, trace id, question and comment are also columns so `rag flags list` and
@@ -17,19 +19,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tools.config import Settings
+import psycopg
+from psycopg.rows import dict_row
+
+from tools.config import Settings, redacted_url
 
 MAX_COMMENT_CHARS = 2000
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS flags (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+COLUMNS = """
     created_at TEXT NOT NULL,
     trace_id TEXT,
     question TEXT NOT NULL,
     comment TEXT NOT NULL,
     exchange TEXT NOT NULL
-)
 """
+SQLITE_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS flags (id INTEGER PRIMARY KEY AUTOINCREMENT, {COLUMNS})"
+)
+POSTGRES_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS public.rag_flags "
+    f"(id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {COLUMNS})"
+)
 
 
 class FlagError(ValueError):
@@ -38,6 +47,13 @@ class FlagError(ValueError):
 
 def flags_file(settings: Settings) -> Path:
     return settings.data_dir.resolve() / "flags.sqlite"
+
+
+def flag_store(settings: Settings) -> FlagStore:
+    """The flag log of the configured store."""
+    if settings.store == "postgres":
+        return FlagStore(database_url=settings.database_url)
+    return FlagStore(flags_file(settings))
 
 
 def check_comment(comment: Any) -> str:
@@ -57,17 +73,33 @@ class FlagStore:
     """Append-only log of flagged exchanges. Each call opens its own connection, so the
     page's worker threads and a concurrent `rag flags list` never share one."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None = None, *, database_url: str = "") -> None:
         self.path = path
+        self._url = database_url
+        self.where = redacted_url(database_url) + " (rag_flags)" if database_url else str(path)
+        self._table = "public.rag_flags" if database_url else "flags"
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _connect(self) -> Iterator[Any]:
+        """A connection in one transaction, committed on success; SQL says ``?`` for a
+        parameter on either database."""
+        if self._url:
+            with psycopg.connect(self._url, row_factory=dict_row) as con:  # one transaction
+                # IF NOT EXISTS alone races another server's first flag
+                con.execute("SELECT pg_advisory_xact_lock(hashtext('rag_flags'))")
+                con.execute(POSTGRES_SCHEMA)
+                yield _QuestionMarks(con)
+            return
+        assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(sqlite3.connect(self.path, timeout=10)) as con:
             con.row_factory = sqlite3.Row
-            con.execute(SCHEMA)
-            with con:  # one transaction, committed on success
+            con.execute(SQLITE_SCHEMA)
+            with con:
                 yield con
+
+    def _exists(self) -> bool:
+        return bool(self._url) or bool(self.path and self.path.exists())
 
     def add(self, exchange: dict[str, Any], comment: Any) -> int:
         """Store one flag; returns its id."""
@@ -81,18 +113,18 @@ class FlagStore:
             raise FlagError(f"the exchange is not plain JSON data: {exc}") from None
         now = datetime.now(UTC).isoformat(timespec="seconds")
         with self._connect() as con:
-            cursor = con.execute(
-                "INSERT INTO flags (created_at, trace_id, question, comment, exchange) "
-                "VALUES (?, ?, ?, ?, ?)",
+            row = con.execute(
+                f"INSERT INTO {self._table} (created_at, trace_id, question, comment, exchange) "
+                "VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (now, exchange.get("trace_id"), question, text, payload),
-            )
-            return int(cursor.lastrowid)
+            ).fetchone()
+            return int(row["id"])
 
     def list(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Flags oldest first (the last ``limit`` of them), each with its exchange parsed."""
-        if not self.path.exists():
+        if not self._exists():
             return []
-        query = "SELECT * FROM flags ORDER BY id DESC"
+        query = f"SELECT * FROM {self._table} ORDER BY id DESC"
         args: tuple[int, ...] = ()
         if limit is not None:
             query += " LIMIT ?"
@@ -100,3 +132,14 @@ class FlagStore:
         with self._connect() as con:
             rows = con.execute(query, args).fetchall()
         return [{**dict(row), "exchange": json.loads(row["exchange"])} for row in reversed(rows)]
+
+
+class _QuestionMarks:
+    """A psycopg connection that takes SQLite's ``?`` parameters (the flag log's SQL has
+    no literal question mark)."""
+
+    def __init__(self, con: psycopg.Connection) -> None:
+        self._con = con
+
+    def execute(self, query: str, args: tuple = ()) -> psycopg.Cursor:
+        return self._con.execute(query.replace("?", "%s"), args)

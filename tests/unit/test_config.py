@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.config import REQUEST_SETTINGS, ConfigError, load_settings, masked
+from tools.config import REQUEST_SETTINGS, ConfigError, load_settings, masked, redacted_url
 
 
 def test_defaults_are_local_models(tmp_path, monkeypatch):
@@ -105,3 +105,34 @@ def test_the_security_page_lists_exactly_the_settings_a_request_may_change():
     paragraph = page.split("What a request may change:", 1)[1]
     listed = paragraph.split("waited runs):", 1)[1].split("; the input may carry", 1)[0]
     assert set(re.findall(r"`(\w+)`", listed)) == REQUEST_SETTINGS
+
+
+def test_the_postgres_store_needs_a_url_and_no_chroma_server(tmp_path):
+    with pytest.raises(ValueError, match="RAG_DATABASE_URL=postgresql://"):
+        load_settings({"data_dir": tmp_path, "store": "postgres"})
+    with pytest.raises(ValueError, match="unset chroma_host"):
+        load_settings(
+            {
+                "data_dir": tmp_path,
+                "store": "postgres",
+                "database_url": "postgresql://h/db",
+                "chroma_host": "h:8000",
+            }
+        )
+
+
+def test_a_database_password_is_never_shown(tmp_path):
+    url = "postgresql://rag:s3cr@t:x@db.example:5432/rag"
+    settings = load_settings({"data_dir": tmp_path, "store": "postgres", "database_url": url})
+    assert masked(settings)["database_url"] == "postgresql://rag:***@db.example:5432/rag"
+    assert redacted_url("postgresql://db.example/rag") == "postgresql://db.example/rag"
+
+
+def test_an_unreachable_database_is_a_clear_error_without_its_password():
+    from tests.net import free_port
+    from tools.store.postgres import DatabaseError, connect
+
+    url = f"postgresql://rag:hunter2@127.0.0.1:{free_port()}/rag"
+    with pytest.raises(DatabaseError, match="check RAG_DATABASE_URL") as caught:
+        connect(url)
+    assert "hunter2" not in str(caught.value) and "rag:***@" in str(caught.value)

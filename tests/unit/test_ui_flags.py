@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from rag_cli.main import main
-from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, flags_file
+from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, flag_store, flags_file
 
 
 def exchange(question="What is rag?", **extra):
@@ -83,3 +83,22 @@ def test_rag_flags_list_and_export(settings, capsys, tmp_path):
     assert main(["flags", "export"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
     assert main(["flags", "list", "--limit", "0"]) == 2
+
+
+def test_with_store_postgres_every_server_shares_one_flag_log(tmp_path, database_url):
+    from tools.config import load_settings
+
+    settings = [
+        load_settings(
+            {"data_dir": tmp_path / name, "store": "postgres", "database_url": database_url}
+        )
+        for name in ("one", "two")
+    ]
+    assert flag_store(settings[0]).list() == []
+    first = flag_store(settings[0]).add(exchange(), "wrong source")
+    second = flag_store(settings[1]).add(exchange("Second?"), None)
+    flags = flag_store(settings[1]).list()
+    assert [f["id"] for f in flags] == [first, second]
+    assert flags[0]["exchange"] == exchange() and flags[1]["question"] == "Second?"
+    assert "rag_flags" in flag_store(settings[0]).where
+    assert not any((tmp_path / name).exists() for name in ("one", "two"))

@@ -165,10 +165,15 @@ class PgManifest:
 
     def identity(self) -> int | None:
         """The schema's oid: another value means the collection was dropped (None) or
-        made again under this handle, as a new inode does for a manifest file."""
-        row = self._db.execute(
-            "SELECT oid FROM pg_namespace WHERE nspname = %s", (self._schema,)
-        ).fetchone()
+        made again under this handle, as a new inode does for a manifest file. A lost
+        connection (the database restarted) reads as None too, so a long-lived server
+        opens the collection again instead of failing every request."""
+        try:
+            row = self._db.execute(
+                "SELECT oid FROM pg_namespace WHERE nspname = %s", (self._schema,)
+            ).fetchone()
+        except psycopg.OperationalError:
+            return None
         return int(row[0]) if row else None
 
     def size_bytes(self) -> int:
