@@ -19,6 +19,15 @@ KEYS = "alice:KEY-A,bob:KEY-B"
 ALICE, BOB = {"X-API-Key": "KEY-A"}, {"X-API-Key": "KEY-B"}
 
 
+@pytest.fixture(autouse=True, params=["embedded", "postgres"])
+def store(request, monkeypatch):
+    """Every test on both stores: collections per client hold on PostgreSQL too."""
+    if request.param == "postgres":
+        monkeypatch.setenv("RAG_STORE", "postgres")
+        monkeypatch.setenv("RAG_DATABASE_URL", request.getfixturevalue("database_url"))
+    return request.param
+
+
 @pytest.fixture
 def client(corpus_env, monkeypatch):
     monkeypatch.setenv("RAG_CLIENT_KEYS", KEYS)
