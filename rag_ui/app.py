@@ -45,10 +45,10 @@ from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, check_comment, flag_store
 from rag_ui.sessions import Session, Sessions
 from rag_ui.token import RequireToken
 from server.app import check_run_request
+from server.http_guard import HttpGuard, parse_json
 from tools import tracing
 from tools.collection import list_collections
 from tools.config import Settings, choices
-from tools.http_guard import HttpGuard, parse_json
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"

@@ -17,7 +17,7 @@ import secrets
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode
 
-from tools.http_guard import ASGIApp, Receive, Scope, Send, headers_of, reply
+from server.http_guard import ASGIApp, Receive, Scope, Send, headers_of, reply
 
 HEADER = "x-ui-token"
 

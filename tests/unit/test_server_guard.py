@@ -142,7 +142,7 @@ def test_a_body_that_trickles_past_the_deadline_gets_408():
     """Driven at the ASGI level: a client that sends one byte and then nothing."""
     import asyncio
 
-    from tools.http_guard import HttpGuard
+    from server.http_guard import HttpGuard
 
     reached = []
 
