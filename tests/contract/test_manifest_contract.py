@@ -188,10 +188,10 @@ def test_a_remove_that_fails_midway_changes_nothing(manifest, monkeypatch):
     version = manifest.begin_version()
     before = snapshot(manifest)
 
-    def fail(db) -> None:
+    def fail(self) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(type(manifest), "_bump", staticmethod(fail))
+    monkeypatch.setattr(type(manifest), "_bump", fail)
     with pytest.raises(RuntimeError, match="disk full"):
         manifest.remove_file("a.md", version)
     monkeypatch.undo()
