@@ -69,3 +69,24 @@ def test_a_reader_during_commits_sees_the_old_or_the_new_file(backend_settings, 
         thread.join()
     # one chunk holds the word, before, during and after every commit, in both halves
     assert seen and set(seen) == {(1, 1)}
+
+
+def test_as_of_reads_a_past_version_and_rollback_brings_it_back(backend_settings, tmp_path):
+    root = tmp_path / "docs"
+    root.mkdir()
+    page = root / "release.md"
+    for codename in ("bluefin", "marlin"):
+        page.write_text(f"# Release\n\nThe codename is {codename}.\n")
+        ingest(backend_settings, root)
+
+    def codename(collection) -> str:
+        (hit, _), *_ = collection.keyword_search("codename", 5)
+        return hit.text.split()[-1]
+
+    past = Collection(backend_settings.model_copy(update={"as_of": 1}), "contract")
+    assert (past.version, codename(past)) == (1, "bluefin.")
+    again = Collection(backend_settings.model_copy(update={"as_of": 1}), "contract")
+    assert codename(again) == "bluefin."  # the copy made once is read again
+    current = Collection(backend_settings, "contract")
+    assert codename(current) == "marlin."
+    assert current.rollback(1) == (3, 1) and codename(current) == "bluefin."

@@ -43,23 +43,13 @@ def version_snapshot(
                 for table in tables:
                     columns = sql.SQL(", ").join(map(sql.Identifier, _stored(conn, source, table)))
                     conn.execute(
-                        sql.SQL(
-                            "INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE SELECT {} FROM {}"
-                        ).format(
+                        sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
                             sql.Identifier(building, table),
                             columns,
                             columns,
                             sql.Identifier(source, table),
                         )
                     )
-                conn.execute(
-                    sql.SQL(
-                        "SELECT setval(pg_get_serial_sequence({}, 'version'), "
-                        "(SELECT COALESCE(MAX(version), 0) + 1 FROM {}), false)"
-                    ).format(
-                        sql.Literal(f'"{building}".versions'), sql.Identifier(building, "versions")
-                    )
-                )
             past.rollback(version, held)
             past.close()
             with conn.transaction():
