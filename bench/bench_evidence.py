@@ -1,4 +1,4 @@
-"""Does the evidence still hold the answer? The evidence selector (tools/evidence.py) on
+"""Does the evidence still hold the answer? The evidence selector (tools/retrieval/evidence.py) on
 dev questions, without any LLM.
 
     .venv/bin/python bench/bench_evidence.py [--corpus newdocs|docs] [--split dev] [--json]
@@ -28,12 +28,12 @@ from evaluation.splits import side_of
 from evaluation.squad import contains_answer, load_questions
 from evaluation.verifier import docs_items
 from ingest.pipeline import IngestOptions, Ingestor
-from tools import evidence
-from tools.collection import Collection
+from tools.retrieval import evidence
 from tools.config import load_settings
 from tools.grounding import missing_facts
-from tools.models import embeddings
-from tools.retrieval import make_retriever
+from tools.models.factory import embeddings
+from tools.retrieval.hybrid import make_retriever
+from tools.store.collection import Collection
 
 ROOT = Path(__file__).resolve().parents[1]
 NEWDOCS = ROOT / "evaluation" / "data" / "newdocs"

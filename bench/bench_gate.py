@@ -20,10 +20,10 @@ from pathlib import Path
 
 from evaluation.splits import side_of
 from evaluation.verifier import docs_items
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.models import embeddings
-from tools.retrieval import make_retriever
+from tools.models.factory import embeddings
+from tools.retrieval.hybrid import make_retriever
+from tools.store.collection import Collection
 
 # questions a first-hour user asked (issue 22), with the file that answers each
 EXTRA = [

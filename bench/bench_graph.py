@@ -27,10 +27,10 @@ from graph import build_graph, config_for, prompts
 from graph.context import context_message
 from graph.graph import DIRECT_PATH
 from ingest.pipeline import IngestOptions, Ingestor
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.models import chat_model, embeddings
-from tools.retrieval import make_retriever
+from tools.models.factory import chat_model, embeddings
+from tools.retrieval.hybrid import make_retriever
+from tools.store.collection import Collection
 
 CORPUS = Path(__file__).resolve().parents[1] / "docs_corpus"
 QUESTIONS = [

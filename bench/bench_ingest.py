@@ -31,9 +31,9 @@ from pathlib import Path
 
 from ingest.extract import ExtractOptions
 from ingest.pipeline import IngestOptions, Ingestor, IngestReport
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.models import embeddings
+from tools.models.factory import embeddings
+from tools.store.collection import Collection
 
 CACM = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cacm" / "cacm.json"
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage
 
 from tools.config import load_settings
-from tools.local_llm import uses_amx
-from tools.models import chat_model, embeddings
+from tools.models.factory import chat_model, embeddings
+from tools.models.local_llm import uses_amx
 
 REPO = Path(__file__).resolve().parents[1]
 CACM = REPO.parent / "shared" / "data" / "cacm" / "cacm.json"
@@ -110,7 +110,7 @@ def raw_speed(context: str) -> dict[str, float]:
     """Cold prefill and output tokens/s of whichever llama_cpp this process imports."""
     import llama_cpp
 
-    from tools.local_assets import DEFAULT_LLM, verify
+    from tools.models.local_assets import DEFAULT_LLM, verify
 
     settings = load_settings()
     path = verify(DEFAULT_LLM, settings.resolved_cache_dir())

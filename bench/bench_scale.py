@@ -20,7 +20,7 @@ fusion (the rest: stored vectors, normalisation, deduplication) and their total,
 embedding excluded, and the process's RSS at the end. The real embedder's query time is
 measured once and reported on its own.
 
-The keyword index reads a bounded number of postings per query (tools/keyword_index.py);
+The keyword index reads a bounded number of postings per query (tools/store/keyword_index.py);
 ``agreement`` is the share of its top 10 (of the 50 retrieval asks for) that exhaustive
 BM25 (every posting, every chunk pooled) also ranks in its top 10, averaged over the
 queries.
@@ -100,7 +100,7 @@ class Projection:
 
     # the LangChain Embeddings methods HybridRetriever calls
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        from tools.keyword_index import tokenize
+        from tools.store.keyword_index import tokenize
 
         return self.vectors([tokenize(t) for t in texts]).tolist()
 
@@ -135,10 +135,10 @@ def build(folder: Path, size: int, pool: list[str], database_url: str = "") -> d
     done = folder / "built.json"
     if done.exists():
         return json.loads(done.read_text())
-    from tools.collection import Collection
     from tools.documents import Chunk
-    from tools.keyword_index import tokenize
-    from tools.manifest import DocumentEntry, FileRecord
+    from tools.store.collection import Collection
+    from tools.store.keyword_index import tokenize
+    from tools.store.manifest import DocumentEntry, FileRecord
 
     folder.mkdir(parents=True, exist_ok=True)
     col = Collection(store_settings(folder, database_url), COLLECTION, create=True)
@@ -179,8 +179,8 @@ def rss_mb() -> float:
 
 def serve(folder: Path, questions: list[str], database_url: str = "") -> dict:
     """In a fresh process: open the collection and answer ``questions`` (retrieval only)."""
-    from tools.collection import Collection
-    from tools.retrieval import HybridRetriever
+    from tools.retrieval.hybrid import HybridRetriever
+    from tools.store.collection import Collection
 
     settings = store_settings(folder, database_url)
     started = time.perf_counter()
@@ -260,7 +260,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
 def agreement(folder: Path, questions: list[str], k: int = 10, fetch_k: int = 50) -> float:
     """Top-``k`` overlap of the keyword index with exhaustive BM25 on the same manifest,
     asked for ``fetch_k`` results as retrieval asks (the default ``fetch_k``)."""
-    from tools.manifest import Manifest
+    from tools.store.manifest import Manifest
 
     manifest = Manifest(folder / "collections" / f"{COLLECTION}.sqlite")
     everything = manifest.keyword_index(postings_budget=2**62, max_postings=2**62, pool=2**62)
@@ -313,7 +313,7 @@ def baseline_code(cache: Path, rev: str) -> Path:
 
 def query_embedding_ms(questions: list[str]) -> dict[str, float]:
     from tools.config import load_settings
-    from tools.models import embeddings
+    from tools.models.factory import embeddings
 
     embedder = embeddings(load_settings())
     embedder.embed_query("warm up")

@@ -30,9 +30,9 @@ from pathlib import Path
 from graph import build_graph, config_for
 from graph.draft import DRAFT
 from ingest.pipeline import IngestOptions, Ingestor
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.models import embeddings
+from tools.models.factory import embeddings
+from tools.store.collection import Collection
 
 CORPUS = Path(__file__).resolve().parents[1] / "docs_corpus"
 WARM_UP = "What does rag doctor do?"

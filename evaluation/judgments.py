@@ -24,10 +24,10 @@ from pydantic import BaseModel, Field
 from evaluation.datasets import DatasetError, read_jsonl
 from evaluation.metrics import latency_summary
 from graph.prompts import Prompt
-from tools.collection import Collection
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.retrieval import make_retriever
+from tools.retrieval.hybrid import make_retriever
+from tools.store.collection import Collection
 from tools.structured import invoke_structured
 
 QUESTION = Prompt(

@@ -39,12 +39,12 @@ from evaluation.splits import Split, provenance, side_of
 from ingest.extract import ExtractOptions
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
-from tools.collection import Collection
 from tools.config import ConfigError, Settings, with_overrides
 from tools.documents import short_hash
-from tools.retrieval import Retriever, make_retriever
+from tools.retrieval.hybrid import Retriever, make_retriever
+from tools.store.collection import Collection
 
-# each mode is the service's retriever of that name (tools/retrieval.py RETRIEVERS)
+# each mode is the service's retriever of that name (tools/retrieval/hybrid.py RETRIEVERS)
 RETRIEVER_OF = {"hybrid": "hybrid", "bm25": "keyword", "dense": "dense"}
 MODES = tuple(RETRIEVER_OF)
 # retrieval settings a sweep may vary; ingestion settings would need another collection

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 
 from graph import prompts
-from tools.retrieval import Passage
+from tools.retrieval.hybrid import Passage
 from tools.sanitize import PASSAGE_CLOSE, PASSAGE_OPEN, neutralise, one_line
 
 # A passage's header: its number and location, then the opening delimiter, which no

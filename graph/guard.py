@@ -21,8 +21,8 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
 from graph import prompts
-from tools.collection import Collection
 from tools.config import Settings
+from tools.store.collection import Collection
 from tools.structured import invoke_structured
 
 Verdict = Literal["allowed", "off_topic", "blocked"]

@@ -31,10 +31,8 @@ from graph.state import PER_QUESTION, State
 from graph.verification import agreement_of, verify_answer
 from tools import tracing
 from tools.answer_check import SAME_ANSWER_F1
-from tools.collection import Collection
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.evidence import evidence_for
 from tools.grounding import (
     cite_holders,
     cite_uncited,
@@ -43,11 +41,13 @@ from tools.grounding import (
     statements,
     strip_markers,
 )
-from tools.rerank import rerank
 from tools.resilient import TextSink, invoke_text
-from tools.retrieval import Passage, RetrievalReport, cut, make_retriever
+from tools.retrieval.evidence import evidence_for
+from tools.retrieval.hybrid import Passage, RetrievalReport, cut, make_retriever
+from tools.retrieval.rerank import rerank
+from tools.store.chroma_vectors import StaleStoreError
+from tools.store.collection import Collection
 from tools.structured import invoke_structured
-from tools.vector_store import StaleStoreError
 from tools.verifier_thresholds import thresholds_per_reading
 
 Node = Callable[[State, RunnableConfig, Services], dict[str, Any]]
@@ -287,7 +287,7 @@ def rerank_passages(state: State, config: RunnableConfig, services: Services) ->
 
 @timed("select_evidence")
 def select_evidence(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
-    """The sentences of the kept passages that bear on the question (tools/evidence.py):
+    """The sentences of the kept passages that bear on the question (tools/retrieval/evidence.py):
     what the generator and the verifier read instead of whole passages."""
     settings = settings_for(config, state)
     passages = [Passage(**p) for p in state["passages"]]

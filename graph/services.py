@@ -30,13 +30,13 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 
 from tools.answer_check import FirstTokenJudge, judge_for
-from tools.collection import Collection, handle_key
 from tools.config import Settings
-from tools.model_spec import parse_model_spec
-from tools.models import Role, chat_key, chat_model, embeddings, embeddings_key
-from tools.rerank import Reranker, make_reranker
+from tools.models.factory import Role, chat_key, chat_model, embeddings, embeddings_key
+from tools.models.spec import parse_model_spec
 from tools.resilient import ResilientEmbeddings
-from tools.vector_store import StaleStoreError
+from tools.retrieval.rerank import Reranker, make_reranker
+from tools.store.chroma_vectors import StaleStoreError
+from tools.store.collection import Collection, handle_key
 
 T = TypeVar("T")
 V = TypeVar("V")

@@ -69,8 +69,8 @@ from tools.grounding import (
     strip_markers,
     swappable_literals,
 )
-from tools.keyword_index import tokenize
 from tools.sanitize import addressed_to_model
+from tools.store.keyword_index import tokenize
 
 NO_CITATION = "cites no passage"
 FOLLOWS = "follows text addressed to the model"

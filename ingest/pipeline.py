@@ -34,13 +34,13 @@ from ingest.extract import (
 )
 from ingest.partition import PartitionOptions, partition
 from tools import tracing
-from tools.collection import Collection, CollectionBusy, exclusive
 from tools.config import Settings
 from tools.documents import Chunk, ExtractedDocument, short_hash
 from tools.errors import ModelError
-from tools.keyword_index import tokenize
-from tools.manifest import DocumentEntry, FileRecord
 from tools.resilient import with_retries
+from tools.store.collection import Collection, CollectionBusy, exclusive
+from tools.store.keyword_index import tokenize
+from tools.store.manifest import DocumentEntry, FileRecord
 
 log = logging.getLogger(__name__)
 

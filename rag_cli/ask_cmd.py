@@ -15,8 +15,8 @@ from rag_cli.live import LiveAnswer
 from rag_cli.threads import Threads, check_thread, open_threads
 from rag_ui.exchange import PromptRecorder, prompt_note
 from tools.config import Settings, choices
-from tools.local_llm import cancel_running
-from tools.models import check_models
+from tools.models.factory import check_models
+from tools.models.local_llm import cancel_running
 
 ANSWER_ROLES = ("query", "generator", "verifier")  # the chat models answering a question
 OUTPUT_KEYS = tuple(OutputState.__annotations__)  # the answer object, as the graph defines it

@@ -20,8 +20,8 @@ from langchain_core.messages import HumanMessage
 from tools.answer_check import SETTLE_PROBE, judge_for
 from tools.config import Settings, masked
 from tools.isolated import run_isolated
-from tools.local_llm import REBUILD_ADVICE
-from tools.models import ROLES, chat_model, chat_spec, embeddings
+from tools.models.factory import ROLES, chat_model, chat_spec, embeddings
+from tools.models.local_llm import REBUILD_ADVICE
 from tools.outbound import destinations
 from tools.verifier_thresholds import path_of, thresholds_for
 

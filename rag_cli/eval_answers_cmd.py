@@ -16,9 +16,9 @@ from evaluation.datasets import Dataset
 from evaluation.retrieval import prepare_collection
 from evaluation.splits import SPLITS, provenance
 from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
-from tools.collection import Collection
 from tools.config import Settings, with_overrides
-from tools.models import embeddings
+from tools.models.factory import embeddings
+from tools.store.collection import Collection
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from evaluation import judgments
 from graph.services import or_shared
-from tools.collection import Collection
 from tools.config import Settings
+from tools.store.collection import Collection
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

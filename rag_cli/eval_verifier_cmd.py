@@ -19,8 +19,8 @@ from graph.verification import verify_answer
 from tools import verifier_thresholds
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.evidence import GAP, evidence_for
-from tools.retrieval import Passage
+from tools.retrieval.evidence import GAP, evidence_for
+from tools.retrieval.hybrid import Passage
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

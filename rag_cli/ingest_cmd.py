@@ -17,8 +17,8 @@ from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor, IngestReport
 from ingest.watch import watch
-from tools.collection import Collection, drop_collection, exclusive, list_collections
 from tools.config import Settings
+from tools.store.collection import Collection, drop_collection, exclusive, list_collections
 
 T = TypeVar("T")
 

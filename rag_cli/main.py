@@ -18,7 +18,7 @@ from rag_cli.terminal import safe_terminal
 from tools import tracing
 from tools.config import ConfigError, Settings, load_settings
 from tools.errors import ModelError
-from tools.local_assets import AssetError
+from tools.models.local_assets import AssetError
 from tools.outbound import without_unasked_telemetry
 
 if TYPE_CHECKING:  # the graph loads only for the commands that answer questions

@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 
 from tools.answer_check import first_reading
-from tools.collection import check_collections
 from tools.config import ConfigError, Settings
 from tools.outbound import without_unasked_telemetry
+from tools.store.collection import check_collections
 from tools.verifier_thresholds import thresholds_for
 
 OFFLINE_ENV = {

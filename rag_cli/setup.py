@@ -11,9 +11,9 @@ import argparse
 
 from tools.config import Settings
 from tools.isolated import run_isolated
-from tools.local_assets import ASSETS, DEFAULT_LLM, SMOLLM2_135M, LocalAsset, ensure
-from tools.local_llm import REBUILD_ADVICE, smoke_generate
-from tools.models import ROLES, chat_spec
+from tools.models.factory import ROLES, chat_spec
+from tools.models.local_assets import ASSETS, DEFAULT_LLM, SMOLLM2_135M, LocalAsset, ensure
+from tools.models.local_llm import REBUILD_ADVICE, smoke_generate
 
 SMOKE_TIMEOUT_S = 300.0  # load + 8 tokens: ~2 s idle, far more on a loaded machine
 

@@ -7,8 +7,8 @@ import sys
 
 from rag_cli.serve_cmd import answering, is_loopback
 from rag_ui.flags import flag_store
-from tools.collection import Collection, check_collections
 from tools.config import Settings, with_overrides
+from tools.store.collection import Collection, check_collections
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

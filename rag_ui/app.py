@@ -47,8 +47,8 @@ from rag_ui.token import RequireToken
 from server.app import check_run_request
 from server.http_guard import HttpGuard, parse_json
 from tools import tracing
-from tools.collection import list_collections
 from tools.config import Settings, choices
+from tools.store.collection import list_collections
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"

@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage
 
 from graph.context import header_location, numbers_by_location
 from graph.graph import GENERATOR_NODE
-from tools.retrieval import Passage
+from tools.retrieval.hybrid import Passage
 
 
 class PromptRecorder(BaseCallbackHandler):

@@ -36,7 +36,6 @@ from graph.budget import budget_problem
 from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, service_settings, settings_for
 from server.http_guard import HttpGuard, parse_json
 from server.quotas import Refusal, metadata_problem, quota_problem, usage_of
-from tools.collection import as_of_problem, list_collections
 from tools.config import (
     ConfigError,
     Settings,
@@ -44,6 +43,7 @@ from tools.config import (
     readable_collections,
     request_overrides,
 )
+from tools.store.collection import as_of_problem, list_collections
 
 RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream)?/?$")
 ASSISTANT_READS = re.compile(

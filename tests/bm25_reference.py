@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from tools.keyword_index import lucene_idf, tokenize
+from tools.store.keyword_index import lucene_idf, tokenize
 
 
 class LuceneBM25(BM25Okapi):

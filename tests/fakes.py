@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-from tools.keyword_index import tokenize
+from tools.store.keyword_index import tokenize
 from tools.structured import parser_for
 
 

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from tools.model_spec import parse_model_spec
+from tools.models.spec import parse_model_spec
 
 # How the verifier's confidence is read (tools/answer_check.py): one of two readings, or
 # auto, which starts with the first and falls back to the second.
@@ -40,7 +40,7 @@ class ConfigError(ValueError):
     """A setting is wrong; the message says which one and what to set instead."""
 
 
-# Chroma's own collection-name rule, kept short for file names (tools/collection.py)
+# Chroma's own collection-name rule, kept short for file names (tools/store/collection.py)
 COLLECTION_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]"
 # the splitter names ingest/partition.py implements ("auto" picks one per document kind)
 SPLITTERS = ("auto", "structure", "chars", "tokens", "sentences", "lines")
@@ -169,7 +169,7 @@ class Settings(BaseModel):
         "hybrid",
         description="How passages are found: hybrid (dense vectors and BM25, fused by "
         "hybrid_weight), or one index alone, dense or keyword (BM25), the baselines "
-        "hybrid is measured against. tools/retrieval.py RETRIEVERS builds each one.",
+        "hybrid is measured against. tools/retrieval/hybrid.py RETRIEVERS builds each one.",
     )
     passage_order: Literal["rank", "reversed"] = Field(
         "rank",
@@ -181,7 +181,7 @@ class Settings(BaseModel):
         "sentences",
         description="What the generator and the verifier read: sentences: the units of the "
         "kept passages closest to the question, each with its neighbours, up to "
-        "evidence_chars (tools/evidence.py); passages: the whole kept passages. On git's "
+        "evidence_chars (tools/retrieval/evidence.py); passages: the whole kept passages. On git's "
         "manual (dev) sentences gave 20 right answers of 24 against 18, 1 false "
         "abstention against 4, 11 right and verified against 7, and answered in 8.9 s "
         "against 20.6 s (docs_corpus/answering-and-verification.md).",

@@ -14,8 +14,8 @@ from collections.abc import MutableMapping
 
 from tools import tracing
 from tools.config import Settings
-from tools.model_spec import parse_model_spec
-from tools.models import ROLES, chat_spec
+from tools.models.factory import ROLES, chat_spec
+from tools.models.spec import parse_model_spec
 
 LANGSMITH_VARS = (
     "LANGSMITH_API_KEY",

@@ -1,4 +1,4 @@
-"""The contract every store retrieval reads (``tools.retrieval.ChunkReader``) must meet, on
+"""The contract every store retrieval reads (``tools.retrieval.hybrid.ChunkReader``) must meet, on
 each backend: dense search gives an exact nearest-neighbour search's answer, keyword
 search and scores give a plain BM25's over the same tokens, and chunks by id and their
 neighbours come back whole and in order. A new backend (issue 40: PostgreSQL) joins the
@@ -13,8 +13,8 @@ from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.bm25_reference import MemoryKeywordIndex
 from tests.fakes import HashEmbeddings
-from tools.collection import Collection
-from tools.retrieval import ChunkReader
+from tools.retrieval.hybrid import ChunkReader
+from tools.store.collection import Collection
 
 EMB = HashEmbeddings()
 TOPICS = [

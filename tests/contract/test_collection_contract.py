@@ -10,7 +10,7 @@ import threading
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings
-from tools.collection import Collection
+from tools.store.collection import Collection
 
 EMB = HashEmbeddings()
 OPTIONS = IngestOptions(partition=PartitionOptions("structure", 80, 0), prune=True)

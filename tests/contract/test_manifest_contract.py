@@ -1,4 +1,4 @@
-"""The contract every manifest meets: the SQLite one (``tools.manifest``) and the
+"""The contract every manifest meets: the SQLite one (``tools.store.manifest``) and the
 PostgreSQL one (``tools.store.pg_manifest``, on a real server, a fresh database per test)
 commit, list, version, roll back and search the same way, so the collection and the
 ingestion pipeline can use either."""
@@ -17,9 +17,9 @@ import pytest
 
 from tests.bm25_reference import MemoryKeywordIndex
 from tools.documents import Chunk
-from tools.keyword_index import tokenize
-from tools.manifest import DocumentEntry, FileRecord, Manifest
 from tools.store import postgres
+from tools.store.keyword_index import tokenize
+from tools.store.manifest import DocumentEntry, FileRecord, Manifest
 from tools.store.pg_manifest import PgManifest
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,11 +8,11 @@ from contextlib import closing
 import pytest
 
 from tests.fakes import HashEmbeddings
-from tools.collection import Collection
 from tools.documents import Chunk
 from tools.store import postgres as pg
+from tools.store.chroma_vectors import ChromaChunkStore, chroma_client
+from tools.store.collection import Collection
 from tools.store.pg_vectors import PgChunkStore
-from tools.vector_store import ChromaChunkStore, chroma_client
 
 EMB = HashEmbeddings()
 

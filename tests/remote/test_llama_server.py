@@ -23,10 +23,10 @@ from ingest.pipeline import IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings
 from tests.llama_server import LlamaServer, WithoutLogprobs
 from tools.answer_check import SETTLE_PROBE
-from tools.collection import Collection
 from tools.config import Settings, load_settings
-from tools.local_assets import SMOLLM2_135M, resolve_gguf
-from tools.retrieval import Passage
+from tools.models.local_assets import SMOLLM2_135M, resolve_gguf
+from tools.retrieval.hybrid import Passage
+from tools.store.collection import Collection
 
 EMB = HashEmbeddings()
 PAGE = "# Install\n\nRun make demo to install the service. It takes 4 minutes the first time.\n"

@@ -13,10 +13,10 @@ from graph import config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.graph_runs import run_graph
 from tests.llama_server import LlamaServer
-from tools.collection import Collection
 from tools.config import Settings, load_settings
-from tools.local_assets import resolve_gguf
-from tools.models import embeddings
+from tools.models.factory import embeddings
+from tools.models.local_assets import resolve_gguf
+from tools.store.collection import Collection
 
 pytestmark = pytest.mark.slow
 CORPUS = Path(__file__).resolve().parents[2] / "docs_corpus"

@@ -17,10 +17,10 @@ import pytest
 
 from ingest import pipeline
 from ingest.pipeline import IngestOptions, Ingestor
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.models import embeddings
-from tools.retrieval import make_retriever
+from tools.models.factory import embeddings
+from tools.retrieval.hybrid import make_retriever
+from tools.store.collection import Collection
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ from graph import config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.files import write_tree
 from tests.graph_runs import run_graph
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.models import embeddings
+from tools.models.factory import embeddings
+from tools.store.collection import Collection
 
 pytestmark = pytest.mark.slow
 QUESTION = "How do I install the service?"

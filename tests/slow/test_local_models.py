@@ -16,9 +16,9 @@ from graph.verification import verify_answer
 from tools.answer_check import FirstTokenJudge
 from tools.config import load_settings
 from tools.errors import LLMTimeoutError
-from tools.local_assets import SMOLLM2_135M, AssetError
-from tools.models import chat_model, embeddings
-from tools.retrieval import Passage
+from tools.models.factory import chat_model, embeddings
+from tools.models.local_assets import SMOLLM2_135M, AssetError
+from tools.retrieval.hybrid import Passage
 from tools.structured import invoke_structured
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ from graph.services import Services
 from graph.verification import verify_answer
 from tests.llama_server import LlamaServer
 from tools.config import Settings, load_settings
-from tools.local_assets import resolve_gguf
-from tools.retrieval import Passage
+from tools.models.local_assets import resolve_gguf
+from tools.retrieval.hybrid import Passage
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from graph.services import Services
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings, RuleChat
-from tools.collection import Collection
 from tools.config import load_settings
+from tools.store.collection import Collection
 
 PAGES = {
     "install.md": "# Install\n\nRun make demo to install the service. It takes 4 minutes "

@@ -17,9 +17,9 @@ from graph.services import Services
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.unit.conftest import EMB, PAGES
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.vector_store import StaleStoreError
+from tools.store.chroma_vectors import StaleStoreError
+from tools.store.collection import Collection
 
 REPO = Path(__file__).resolve().parents[2]
 TOPICS = {
@@ -117,7 +117,7 @@ OTHER_PROCESS = textwrap.dedent(
     from ingest.partition import PartitionOptions
     from ingest.pipeline import IngestOptions, Ingestor
     from tests.unit.conftest import EMB
-    from tools.collection import Collection, drop_collection
+    from tools.store.collection import Collection, drop_collection
     from tools.config import load_settings
     settings = load_settings()
     if {rebuild!r}:

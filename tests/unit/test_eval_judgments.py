@@ -10,7 +10,7 @@ from evaluation import judgments
 from evaluation.datasets import DatasetError
 from tests.fakes import RuleChat
 from tests.unit.conftest import EMB
-from tools.collection import Collection
+from tools.store.collection import Collection
 
 QUESTIONS = {  # a question per page, keyed by a word of its passage
     "make demo": "How do I install the service?",

@@ -1,13 +1,13 @@
-"""The evidence selector (tools/evidence.py): units, selection, what a citation points at."""
+"""The evidence selector (tools/retrieval/evidence.py): units, selection, citations."""
 
 from __future__ import annotations
 
 from graph import build_graph
 from graph.services import Services
 from tests.fakes import HashEmbeddings
-from tools import evidence
+from tools.retrieval import evidence
 from tools.resilient import ResilientEmbeddings
-from tools.retrieval import Passage
+from tools.retrieval.hybrid import Passage
 
 PASSAGES = {"evidence": "passages"}
 DOC = (

@@ -16,9 +16,9 @@ from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings
 from tests.files import make_pdf
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.manifest import Manifest
+from tools.store.collection import Collection
+from tools.store.manifest import Manifest
 
 OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 20))
 

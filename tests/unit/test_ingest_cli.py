@@ -15,8 +15,8 @@ from fpdf import FPDF
 from rag_cli.main import main
 from tests.files import write_tree
 from tests.openai_stub_server import OpenAIStub
-from tools.collection import Collection
 from tools.config import load_settings
+from tools.store.collection import Collection
 
 PAGES = {
     "guide.md": "# Guide\n\nIntro to the guide.\n\n## Install\n\n"

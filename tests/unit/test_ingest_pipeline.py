@@ -11,8 +11,8 @@ from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings
 from tests.files import write_tree
-from tools.collection import Collection, exclusive
 from tools.config import ConfigError, load_settings
+from tools.store.collection import Collection, exclusive
 
 OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 20))
 

@@ -10,8 +10,8 @@ from ingest.pipeline import IngestOptions, Ingestor
 from ingest.watch import watch
 from tests.fakes import HashEmbeddings
 from tests.files import write_tree
-from tools.collection import Collection
 from tools.config import load_settings
+from tools.store.collection import Collection
 
 OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 0), prune=True)
 

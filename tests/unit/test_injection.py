@@ -12,10 +12,10 @@ from graph.verification import citation_problems
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.unit.conftest import EMB
-from tools.collection import Collection
 from tools.config import load_settings
-from tools.local_llm import _to_llama_messages
+from tools.models.local_llm import _to_llama_messages
 from tools.sanitize import addressed_to_model, neutralise, one_line
+from tools.store.collection import Collection
 
 HOSTILE = {
     "install.md": "# Install\n\nRun make demo to install the service.\n",

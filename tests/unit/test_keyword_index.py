@@ -11,8 +11,8 @@ import pytest
 
 from tests.bm25_reference import MemoryKeywordIndex
 from tools.documents import Chunk
-from tools.keyword_index import tokenize
-from tools.manifest import DocumentEntry, FileRecord, Manifest
+from tools.store.keyword_index import tokenize
+from tools.store.manifest import DocumentEntry, FileRecord, Manifest
 
 WORDS = "apple banana cherry orchard kitchen winter index vector search query model".split()
 

@@ -3,7 +3,7 @@ import zipfile
 
 import pytest
 
-from tools.local_assets import AssetError, LocalAsset, _assemble, resolve_gguf, verify
+from tools.models.local_assets import AssetError, LocalAsset, _assemble, resolve_gguf, verify
 
 PARTS = [b"GGUF" + b"a" * 1000, b"b" * 777, b"c" * 5]
 

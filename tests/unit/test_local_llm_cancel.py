@@ -11,7 +11,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from tools.errors import GenerationCancelled
-from tools.local_llm import ChatLocalLlama, cancel_running
+from tools.models.local_llm import ChatLocalLlama, cancel_running
 from tools.resilient import with_retries
 
 

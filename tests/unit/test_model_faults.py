@@ -245,8 +245,8 @@ def test_an_embedding_outage_at_question_time_is_a_typed_retrieve_error(
     from ingest.pipeline import IngestOptions, Ingestor
     from tests.net import free_port
     from tests.unit.conftest import PAGES
-    from tools.collection import Collection
     from tools.config import load_settings
+    from tools.store.collection import Collection
 
     spec = f"openai:emb@http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))

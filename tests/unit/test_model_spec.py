@@ -1,6 +1,6 @@
 import pytest
 
-from tools.model_spec import ModelSpec, parse_model_spec
+from tools.models.spec import ModelSpec, parse_model_spec
 
 
 @pytest.mark.parametrize(

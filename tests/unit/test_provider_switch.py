@@ -9,7 +9,7 @@ from rag_cli.main import main
 from tests.openai_stub_server import OpenAIStub
 from tools.config import ConfigError, load_settings
 from tools.errors import ModelError
-from tools.models import chat_model, embeddings
+from tools.models.factory import chat_model, embeddings
 from tools.resilient import with_retries
 
 

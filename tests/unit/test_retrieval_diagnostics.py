@@ -5,7 +5,7 @@ from __future__ import annotations
 from graph import build_graph, config_for
 from tools.config import load_settings
 from tools.documents import Chunk
-from tools.retrieval import HybridRetriever
+from tools.retrieval.hybrid import HybridRetriever
 
 FIELDS = {"chunk_id", "source", "location", "stage", "reason", "score", "distance", "snippet"}
 

@@ -6,7 +6,7 @@ import pytest
 
 from tools.config import load_settings
 from tools.documents import Chunk
-from tools.retrieval import HybridRetriever, make_retriever
+from tools.retrieval.hybrid import HybridRetriever, make_retriever
 
 
 def chunk(name: str, text: str) -> Chunk:
@@ -60,7 +60,7 @@ def test_a_candidate_missing_from_one_index_keeps_its_real_score_there():
 
 def test_every_retriever_setting_has_a_factory_and_back():
     from tools.config import choices
-    from tools.retrieval import RETRIEVERS
+    from tools.retrieval.hybrid import RETRIEVERS
 
     assert set(RETRIEVERS) == set(choices("retriever"))
 

@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 
 from server.app import app
 from server.quotas import Usage, quota_problem
-from tools.collection import Collection
 from tools.config import load_settings
+from tools.store.collection import Collection
 
 KEYS = "alice:KEY-A,bob:KEY-B"
 ALICE, BOB = {"X-API-Key": "KEY-A"}, {"X-API-Key": "KEY-B"}

@@ -283,8 +283,8 @@ def test_the_graph_refuses_operator_settings_from_any_request():
 
 
 def test_the_openai_key_goes_only_to_its_own_base_url(monkeypatch):
-    from tools.model_spec import parse_model_spec
-    from tools.models import _openai_key
+    from tools.models.factory import _openai_key
+    from tools.models.spec import parse_model_spec
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

@@ -23,11 +23,11 @@ from ingest.pipeline import IngestError, IngestOptions, Ingestor
 from rag_cli.main import main
 from tests.fakes import HashEmbeddings
 from tests.files import write_tree
-from tools.collection import Collection, CollectionError, drop_collection, list_collections
 from tools.config import ConfigError, load_settings
 from tools.errors import ModelError
-from tools.manifest import Manifest
-from tools.vector_store import ChromaChunkStore, chroma_client
+from tools.store.chroma_vectors import ChromaChunkStore, chroma_client
+from tools.store.collection import Collection, CollectionError, drop_collection, list_collections
+from tools.store.manifest import Manifest
 
 # the CLI's ingestion embeds with these, handed in as a test hands any model
 HASHED = Services(embed_documents=lambda settings: HashEmbeddings())
@@ -234,7 +234,7 @@ REOPEN = textwrap.dedent(
     """
     import json, sys
     sys.path.insert(0, {repo!r})
-    from tools.collection import Collection
+    from tools.store.collection import Collection
     from tools.config import load_settings
     settings = load_settings({{"data_dir": {data!r}}})
     big, docs = Collection(settings, "big"), Collection(settings, "docs")
@@ -255,9 +255,9 @@ KILLER = textwrap.dedent(
     from ingest import pipeline
     from tests.fakes import HashEmbeddings
     from tests.unit.test_storage_faults import OPTIONS
-    from tools.collection import Collection
+    from tools.store.collection import Collection
     from tools.config import load_settings
-    from tools.manifest import Manifest
+    from tools.store.manifest import Manifest
     from tools.store.pg_manifest import PgManifest
 
     pipeline.GROUP_CHUNKS = 1
@@ -327,7 +327,7 @@ RUNNER = textwrap.dedent(
     from ingest import pipeline
     from tests.fakes import HashEmbeddings
     from tests.unit.test_storage_faults import OPTIONS
-    from tools.collection import Collection
+    from tools.store.collection import Collection
     from tools.config import load_settings
 
     pipeline.GROUP_CHUNKS = 1

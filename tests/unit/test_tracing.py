@@ -190,7 +190,7 @@ def test_bad_tracing_host_never_hurts_answering(
 def test_ingestion_run_is_one_trace_with_stage_spans(tmp_path, monkeypatch):
     from ingest.pipeline import IngestOptions, Ingestor
     from tests.fakes import HashEmbeddings
-    from tools.collection import Collection
+    from tools.store.collection import Collection
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# A\n\nSome text about ingestion.\n")

@@ -10,7 +10,7 @@ from graph import prompts
 from graph.verification import SURE_CLAIM, agreement_of, verify_answer
 from tests.fakes import RuleChat
 from tools.answer_check import FirstTokenJudge, normalize_answer, token_overlap
-from tools.retrieval import Passage
+from tools.retrieval.hybrid import Passage
 
 PASSAGES = [
     asdict(Passage("`k` defaults to 5 and `fetch_k` to 20.", "retrieval.md", ["r"], 0.0, 0.0)),

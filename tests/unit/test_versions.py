@@ -13,8 +13,8 @@ from ingest.pipeline import IngestOptions, Ingestor
 from rag_cli.main import main
 from tests.files import write_tree
 from tests.unit.conftest import EMB
-from tools.collection import Collection
 from tools.config import ConfigError, load_settings
+from tools.store.collection import Collection
 
 OPTIONS = IngestOptions(partition=PartitionOptions("structure", 200, 0), prune=True)
 V1 = {

@@ -1,6 +1,6 @@
 """BM25 keyword search over a PostgreSQL collection's committed chunks.
 
-The same scores as ``tools.keyword_index`` (tokenisation, k1 1.5, b 0.75, Lucene's idf,
+The same scores as ``tools.store.keyword_index`` (tokenisation, k1 1.5, b 0.75, Lucene's idf,
 repeated query words counting again), but exhaustive: PostgreSQL has no FTS5, and its
 own full-text ranking is not BM25. Postings live in ``chunk_terms``, filled from each
 chunk's stored tokens by a trigger on ``chunks``, so a chunk and its postings are written
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from tools.keyword_index import K1, B, bm25, lucene_idf, tokenize
+from tools.store.keyword_index import K1, B, bm25, lucene_idf, tokenize
 
 # Created with the manifest's tables, in the same transaction (``PgManifest``). The
 # trigger functions name their tables in the schema of the table that fired them, not

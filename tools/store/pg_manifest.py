@@ -1,9 +1,9 @@
-"""The manifest of a PostgreSQL collection: ``tools.manifest.Manifest`` in a schema.
+"""The manifest of a PostgreSQL collection: ``tools.store.manifest.Manifest`` in a schema.
 
-The same methods with the same meaning, so ``tools.collection`` and the ingestion
-pipeline use either: both are ``tools.manifest.ManifestBase``, which holds the logic in
+The same methods with the same meaning, so ``tools.store.collection`` and the ingestion
+pipeline use either: both are ``tools.store.manifest.ManifestBase``, which holds the logic in
 SQL both databases run, and this class supplies PostgreSQL's side of its hooks. The
-tables are the SQLite ones (``tools.manifest.TABLES``) with two additions, a file's
+tables are the SQLite ones (``tools.store.manifest.TABLES``) with two additions, a file's
 chunks, their keyword postings (``tools.store.pg_keywords``) and its version record
 commit in one transaction, and vector writes still go before that commit and deletions
 after it. Writers to one schema
@@ -26,8 +26,8 @@ from psycopg import sql
 
 from tools.config import redacted_url
 from tools.documents import short_hash
-from tools.manifest import CHUNK_COLUMNS, TABLES, ManifestBase
 from tools.store import pg_keywords
+from tools.store.manifest import CHUNK_COLUMNS, TABLES, ManifestBase
 from tools.store.pg_keywords import PgKeywordIndex
 from tools.store.postgres import connect, use_schema
 

@@ -1,6 +1,6 @@
 """The vector half of a PostgreSQL collection: pgvector, cosine distance, HNSW.
 
-The same contract as ``tools.vector_store.ChromaChunkStore`` (the contract suite runs
+The same contract as ``tools.store.chroma_vectors.ChromaChunkStore`` (the contract suite runs
 both): vectors are written before the manifest commit and deleted after it, and hold
 the chunk's text and metadata so a hit needs no second read. The table is made at the
 first write, when the embedding's dimension is known (an HNSW index needs it).
@@ -16,8 +16,8 @@ import numpy as np
 import psycopg
 
 from tools.documents import Chunk
+from tools.store.chroma_vectors import StorageError
 from tools.store.postgres import connect, use_schema
-from tools.vector_store import StorageError
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS vectors (

@@ -17,8 +17,8 @@ from langchain_core.language_models import BaseChatModel
 
 from tools.config import ConfigError, Settings
 from tools.errors import ModelError
-from tools.local_assets import DEFAULT_LLM, resolve_gguf
-from tools.model_spec import ModelSpec, parse_model_spec
+from tools.models.local_assets import DEFAULT_LLM, resolve_gguf
+from tools.models.spec import ModelSpec, parse_model_spec
 
 Role = Literal["generator", "query", "verifier", "judge"]
 ROLES: tuple[Role, ...] = ("generator", "query", "verifier", "judge")
@@ -70,7 +70,7 @@ def chat_model(settings: Settings, role: Role) -> BaseChatModel:
     """The chat model configured for ``role``; local models are shared, not reloaded."""
     spec = chat_spec(settings, role)
     if spec.provider == "local":
-        from tools.local_llm import ChatLocalLlama
+        from tools.models.local_llm import ChatLocalLlama
 
         path = resolve_gguf(spec.name, settings.resolved_cache_dir())
         return ChatLocalLlama(
@@ -139,7 +139,7 @@ def embeddings_key(settings: Settings) -> tuple[Any, ...]:
 def embeddings(settings: Settings) -> Embeddings:
     spec = parse_model_spec(settings.embedding_model, kind="embedding")
     if spec.provider == "local":
-        from tools.local_embeddings import LocalSentenceEmbeddings
+        from tools.models.local_embeddings import LocalSentenceEmbeddings
 
         return LocalSentenceEmbeddings(spec.name or None, batch_size=settings.embedding_batch_size)
     if spec.provider == "openai":

@@ -10,7 +10,7 @@ run removes.
 ``ManifestBase`` holds that logic once, in SQL that SQLite and PostgreSQL both accept;
 its subclasses supply what really differs between the two (placeholders, IN lists, the
 write lock, version numbers, bulk inserts, compaction). ``Manifest`` is an embedded
-collection's: an SQLite file with the FTS5 index of ``tools.keyword_index``;
+collection's: an SQLite file with the FTS5 index of ``tools.store.keyword_index``;
 ``tools.store.pg_manifest.PgManifest`` keeps the same tables in a PostgreSQL schema.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tools.documents import Chunk, short_hash
-from tools.keyword_index import KeywordIndex, prepare
+from tools.store.keyword_index import KeywordIndex, prepare
 
 if TYPE_CHECKING:
     import psycopg

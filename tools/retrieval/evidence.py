@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 
 from langchain_core.embeddings import Embeddings
 
-from tools.keyword_index import tokenize
-from tools.retrieval import Passage
+from tools.retrieval.hybrid import Passage
+from tools.store.keyword_index import tokenize
 
 # the weight of keyword overlap beside cosine similarity in a unit's score, chosen on the
 # dev questions (bench/bench_evidence.py: with 1.0 the evidence held a gold answer for

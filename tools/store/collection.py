@@ -26,13 +26,13 @@ from typing import Any, TypeVar
 
 from tools.config import COLLECTION_NAME, ConfigError, Settings
 from tools.documents import Chunk
-from tools.keyword_index import TOKENIZER_VERSION
-from tools.manifest import SCHEMA_VERSION, Manifest
 from tools.store import postgres as pg
+from tools.store.chroma_vectors import ChromaChunkStore, chroma_client, drop_vectors, store_started
+from tools.store.keyword_index import TOKENIZER_VERSION
+from tools.store.manifest import SCHEMA_VERSION, Manifest
 from tools.store.pg_manifest import PgManifest
 from tools.store.pg_snapshots import version_snapshot
 from tools.store.pg_vectors import PgChunkStore
-from tools.vector_store import ChromaChunkStore, chroma_client, drop_vectors, store_started
 
 _NAME = re.compile(COLLECTION_NAME)
 # what an index built by this code records; another value means another format

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from tools.config import ConfigError, Settings
 from tools.resilient import as_model_error
-from tools.retrieval import Passage
+from tools.retrieval.hybrid import Passage
 from tools.structured import invoke_structured
 
 GRADE_PROMPT = (

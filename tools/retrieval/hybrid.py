@@ -26,7 +26,7 @@ from langchain_core.embeddings import Embeddings
 
 from tools.config import Settings
 from tools.documents import Chunk
-from tools.keyword_index import tokenize
+from tools.store.keyword_index import tokenize
 
 
 @dataclass
@@ -131,7 +131,7 @@ def _jaccard_matrix(token_sets: Sequence[set[str]]) -> np.ndarray:
 
 class ChunkReader(Protocol):
     """What retrieval reads from a store: both indexes, stored vectors and tokens, chunks
-    by id and their neighbours. ``tools.collection.Collection`` (Chroma and a SQLite
+    by id and their neighbours. ``tools.store.collection.Collection`` (Chroma and a SQLite
     manifest with its FTS5 index) implements it; retrievers know nothing else of it."""
 
     def dense_search(

@@ -1,7 +1,7 @@
 """Model spec strings: one setting picks a model and where it runs.
 
 local                              the embedded default (Qwen2.5-Coder-1.5B / all-MiniLM-L6-v2)
-local:smollm2                      a named local asset (see tools.local_assets)
+local:smollm2                      a named local asset (see tools.models.local_assets)
 local:/path/model.gguf             your own GGUF file (chat) or sentence-transformers dir
 openai:gpt-4o-mini                 OpenAI, or any OpenAI-compatible server with
 openai:qwen@http://host:8000/v1    ...a base URL (vLLM, Ollama, llama.cpp server)
