@@ -28,10 +28,10 @@ from evaluation.splits import side_of
 from evaluation.squad import contains_answer, load_questions
 from evaluation.verifier import docs_items
 from ingest.pipeline import IngestOptions, Ingestor
-from tools.retrieval import evidence
 from tools.config import load_settings
 from tools.grounding import missing_facts
 from tools.models.factory import embeddings
+from tools.retrieval import evidence
 from tools.retrieval.hybrid import make_retriever
 from tools.store.collection import Collection
 

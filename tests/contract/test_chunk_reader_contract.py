@@ -13,8 +13,8 @@ from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.bm25_reference import MemoryKeywordIndex
 from tests.fakes import HashEmbeddings
-from tools.retrieval.hybrid import ChunkReader
 from tools.store.collection import Collection
+from tools.store.protocol import ChunkReader
 
 EMB = HashEmbeddings()
 TOPICS = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 from graph import build_graph
 from graph.services import Services
 from tests.fakes import HashEmbeddings
-from tools.retrieval import evidence
 from tools.resilient import ResilientEmbeddings
+from tools.retrieval import evidence
 from tools.retrieval.hybrid import Passage
 
 PASSAGES = {"evidence": "passages"}

@@ -27,6 +27,7 @@ from langchain_core.embeddings import Embeddings
 from tools.config import Settings
 from tools.documents import Chunk
 from tools.store.keyword_index import tokenize
+from tools.store.protocol import ChunkReader
 
 
 @dataclass
@@ -127,28 +128,6 @@ def _jaccard_matrix(token_sets: Sequence[set[str]]) -> np.ndarray:
     sizes = matrix.sum(axis=1)
     union = sizes[:, None] + sizes[None, :] - shared
     return np.where(union > 0, shared / np.maximum(union, 1), 1.0)
-
-
-class ChunkReader(Protocol):
-    """What retrieval reads from a store: both indexes, stored vectors and tokens, chunks
-    by id and their neighbours. ``tools.store.collection.Collection`` (Chroma and a SQLite
-    manifest with its FTS5 index) implements it; retrievers know nothing else of it."""
-
-    def dense_search(
-        self, vector: Sequence[float], k: int, where: dict | None = None
-    ) -> list[tuple[Chunk, float]]: ...
-
-    def keyword_search(self, query: str, k: int) -> list[tuple[Chunk, float]]: ...
-
-    def keyword_scores(self, query: str, ids: Sequence[str]) -> dict[str, float]: ...
-
-    def chunk_tokens(self, ids: Sequence[str]) -> dict[str, list[str]]: ...
-
-    def vectors_for_ids(self, ids: Sequence[str]) -> dict[str, list[float]]: ...
-
-    def chunks_by_id(self, ids: Sequence[str]) -> dict[str, Chunk]: ...
-
-    def neighbours(self, chunk: Chunk, before: int, after: int) -> list[Chunk]: ...
 
 
 class HybridRetriever:

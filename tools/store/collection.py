@@ -33,6 +33,7 @@ from tools.store.manifest import SCHEMA_VERSION, Manifest
 from tools.store.pg_manifest import PgManifest
 from tools.store.pg_snapshots import version_snapshot
 from tools.store.pg_vectors import PgChunkStore
+from tools.store.protocol import ChunkVectors
 
 _NAME = re.compile(COLLECTION_NAME)
 # what an index built by this code records; another value means another format
@@ -148,7 +149,7 @@ class Collection:
     the same contract on both (tests/contract)."""
 
     manifest: Manifest | PgManifest
-    vectors: ChromaChunkStore | PgChunkStore
+    vectors: ChunkVectors
 
     def __init__(
         self,
