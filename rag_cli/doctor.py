@@ -12,17 +12,19 @@ import json
 import os
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
 from tools.answer_check import SETTLE_PROBE, judge_for
-from tools.config import Settings, masked
+from tools.config import Settings, masked, redacted_url
 from tools.isolated import run_isolated
 from tools.models.factory import ROLES, chat_model, chat_spec, embeddings
 from tools.models.local_llm import REBUILD_ADVICE
 from tools.outbound import destinations
+from tools.store import postgres as pg
 from tools.verifier_thresholds import path_of, thresholds_for
 
 PROBE_SENTENCE = "Retrieval augmented generation answers questions from documents."
@@ -180,6 +182,26 @@ def advise(models: list[dict[str, Any]], settings: Settings, load: float, cores:
     return advice
 
 
+def check_store(settings: Settings) -> dict[str, Any]:
+    """Where collections live, and whether the store answers (a database that cannot be
+    reached fails here, before any question)."""
+    if settings.store != "postgres":
+        where = str(settings.data_dir.resolve())
+        return {"store": "embedded", "where": where, "error": None, "detail": "files"}
+    where = redacted_url(settings.database_url)
+    try:
+        with closing(pg.connect(settings.database_url)) as conn:
+            server = conn.execute("SHOW server_version").fetchone()[0]
+            vector = conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()[0]
+            names = pg.collection_names(conn)
+    except pg.DatabaseError as exc:
+        return {"store": "postgres", "where": where, "error": str(exc), "detail": ""}
+    detail = f"PostgreSQL {server}, pgvector {vector}, {len(names)} collections"
+    return {"store": "postgres", "where": where, "error": None, "detail": detail}
+
+
 def diagnose(
     settings: Settings,
     probe: Probe = probe_model,
@@ -197,9 +219,11 @@ def diagnose(
         if on_check:
             on_check(asdict(checks[-1]))
     models = [asdict(c) for c in checks]
+    store = check_store(settings)
     return {
-        "ok": all(c.error is None for c in checks),
+        "ok": all(c.error is None for c in checks) and store["error"] is None,
         "config": masked(settings),
+        "store": store,
         "models": models,
         "machine": {"cores": cores, "load_average_1m": round(load, 2)},
         "outbound": destinations(settings),
@@ -229,6 +253,10 @@ def run(args: argparse.Namespace, settings: Settings, probe: Probe = probe_model
     if args.json:
         print(json.dumps(report, indent=2))
     else:
+        store = report["store"]
+        status = "ok  " if store["error"] is None else "FAIL"
+        print(f"store:\n  {status} {store['store']} at {store['where']}")
+        print(f"       {store['error'] or store['detail']}", flush=True)
         for line in report["advice"]:
             print(f"advice: {line}")
         print("doctor: all models working" if report["ok"] else "doctor: problems found")

@@ -13,7 +13,7 @@ import os
 from collections.abc import MutableMapping
 
 from tools import tracing
-from tools.config import Settings
+from tools.config import Settings, redacted_url
 from tools.models.factory import ROLES, chat_spec
 from tools.models.spec import parse_model_spec
 
@@ -49,6 +49,10 @@ def destinations(settings: Settings) -> list[str]:
             found.setdefault(where, []).append(what)
     if settings.chroma_host:
         found.setdefault(f"http://{settings.chroma_host}", []).append("vectors (Chroma)")
+    if settings.store == "postgres":
+        found.setdefault(redacted_url(settings.database_url), []).append(
+            "documents, vectors and conversations (PostgreSQL)"
+        )
     if tracing.mode(settings) == "langfuse":
         host = os.environ.get("LANGFUSE_BASE_URL") or "https://cloud.langfuse.com"
         found.setdefault(host, []).append("traces (Langfuse)")
