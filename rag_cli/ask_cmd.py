@@ -8,6 +8,8 @@ import sys
 import uuid
 from typing import Any
 
+from langgraph.checkpoint.memory import InMemorySaver
+
 from graph import build_graph, config_for
 from graph.services import Services
 from graph.state import OutputState
@@ -40,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
         parser.add_argument("--user-id", help="attached to traces")
         parser.add_argument(
             "--thread",
-            help="continue the conversation saved under this id (kept in <data_dir>/threads)",
+            help="continue the conversation saved under this id (<data_dir>/threads.sqlite, or the "
+            "database with store=postgres)",
         )
     ask.add_argument("--json", action="store_true", help="print the answer object as JSON")
     ask.set_defaults(run=run_ask)
@@ -167,14 +170,15 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     config = config_for(
         thread_id=args.thread, user_id=args.user_id, **_configurable(args, settings)
     )
-    with open_threads(settings) as threads:
-        inputs: dict[str, Any] = {
-            "question": args.question,
-            "messages": threads.history(args.thread),
-        }
-        app = build_graph(checkpointer=threads.checkpointer if args.thread else None)
-        out = answer(app, inputs, config, show=not args.json, services=args.services)
-        threads.keep(args.thread, app, config)
+    show = not args.json
+    if not args.thread:
+        app = build_graph()
+        out = answer(app, {"question": args.question}, config, show=show, services=args.services)
+    else:
+        with open_threads(settings) as threads:
+            inputs = {"question": args.question, "messages": threads.history(args.thread)}
+            app = build_graph(checkpointer=threads.checkpointer)
+            out = answer(app, inputs, config, show=show, services=args.services)
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     else:
@@ -194,13 +198,14 @@ def run_chat(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _chat(args: argparse.Namespace, settings: Settings, threads: Threads) -> int:
-    history = threads.history(args.thread)  # given to the graph with the first question
-    app = build_graph(checkpointer=threads.checkpointer)
-    thread = args.thread
+    history = threads.history(args.thread)  # an older version's file, sent once
+    earlier = threads.earlier(args.thread)
+    # an unnamed conversation lives as long as the chat; a named one in the checkpointer
+    app = build_graph(checkpointer=threads.checkpointer if args.thread else InMemorySaver())
     session = args.thread or str(uuid.uuid4())  # one chat = one thread = one Langfuse session
     print(f"rag chat on collection {args.collection or settings.collection!r}. {CHAT_HELP}")
-    if history:
-        print(f"(conversation {args.thread!r} resumed: {len(history) // 2} earlier turns)")
+    if earlier:
+        print(f"(conversation {args.thread!r} resumed: {len(earlier) // 2} earlier turns)")
     recorder = PromptRecorder()  # the generator's real calls of the last question
     while True:
         try:
@@ -213,7 +218,7 @@ def _chat(args: argparse.Namespace, settings: Settings, threads: Threads) -> int
         if line in ("/quit", "/exit"):
             return 0
         if line == "/new":
-            session, thread, history = str(uuid.uuid4()), None, []
+            session, history = str(uuid.uuid4()), []
             print("(new conversation" + (", not saved under --thread)" if args.thread else ")"))
             continue
         config = config_for(
@@ -228,7 +233,6 @@ def _chat(args: argparse.Namespace, settings: Settings, threads: Threads) -> int
         try:
             print_answer(answer(app, inputs, config, show=True, services=args.services))
             history = []  # from now on the thread's own state holds the conversation
-            threads.keep(thread, app, config)
         except ValueError as exc:
             print(f"error: {exc}")
         except KeyboardInterrupt:  # Ctrl-C while answering cancels that answer only

@@ -1,11 +1,12 @@
-"""Where ``rag ask --thread`` and ``rag chat --thread`` keep a conversation.
+"""Where ``rag ask --thread`` and ``rag chat --thread`` keep a conversation: in LangGraph's
+own checkpointer, which saves the graph's state (messages included) after every step.
 
-On the embedded store a thread is a JSON file of its messages under
-``<data_dir>/threads``, read back and given to the graph with the next question. On
-``store = "postgres"`` it is LangGraph's own Postgres checkpointer in the collections'
-database: the graph's state, messages included, is saved after every step, so a
+On the embedded store it is SQLite's, in ``<data_dir>/threads.sqlite``; on
+``store = "postgres"`` it is Postgres's, in the collections' database, so a
 conversation started by one process (or machine) continues in any other that reaches
-the database.
+the database. A thread saved by an older version as ``<data_dir>/threads/ID.json`` is
+read once, as the earlier turns of its next question, and the checkpointer keeps it
+from then on.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
+from langchain_core.messages import BaseMessage, messages_from_dict
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
 
 from tools.config import Settings
 
@@ -33,36 +32,41 @@ def check_thread(thread: str) -> str:
 
 
 class Threads:
-    """The checkpointer a graph runs with, and a thread's earlier messages to give it."""
+    """The checkpointer a graph runs with, and what a thread already holds."""
 
-    def __init__(self, checkpointer: BaseCheckpointSaver, folder: Path | None) -> None:
+    def __init__(self, checkpointer: BaseCheckpointSaver, legacy: Path | None) -> None:
         self.checkpointer = checkpointer
-        self._folder = folder  # None: the checkpointer itself keeps threads
+        self._legacy = legacy  # the JSON files of older versions, if any
 
-    def _path(self, thread: str) -> Path | None:
-        return self._folder / f"{check_thread(thread)}.json" if self._folder else None
-
-    def history(self, thread: str | None) -> list[BaseMessage]:
-        """Messages to send with the thread's next question (none when the checkpointer
-        already holds them)."""
-        path = self._path(thread) if thread else None
+    def earlier(self, thread: str | None) -> list[BaseMessage]:
+        """The conversation so far (checkpointed, else an older version's file)."""
+        if not thread:
+            return []
+        saved = self.checkpointer.get_tuple({"configurable": {"thread_id": check_thread(thread)}})
+        if saved:
+            return list(saved.checkpoint["channel_values"].get("messages") or [])
+        path = self._legacy / f"{thread}.json" if self._legacy else None
         return messages_from_dict(json.loads(path.read_text())) if path and path.exists() else []
 
-    def keep(self, thread: str | None, app: Any, config: dict[str, Any]) -> None:
-        """Save the conversation after an answer (a file; the checkpointer saved itself)."""
-        path = self._path(thread) if thread else None
-        if path:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(messages_to_dict(app.get_state(config).values["messages"])))
+    def history(self, thread: str | None) -> list[BaseMessage]:
+        """Messages to send with the thread's next question: none when the checkpointer
+        holds the thread already (it adds them itself), else an older version's file."""
+        if not thread or self.checkpointer.get_tuple({"configurable": {"thread_id": thread}}):
+            return []
+        return self.earlier(thread)
 
 
 @contextmanager
 def open_threads(settings: Settings) -> Iterator[Threads]:
-    if settings.store != "postgres":
-        yield Threads(InMemorySaver(), settings.data_dir / "threads")
-        return
-    from langgraph.checkpoint.postgres import PostgresSaver
+    if settings.store == "postgres":
+        from langgraph.checkpoint.postgres import PostgresSaver
 
-    with PostgresSaver.from_conn_string(settings.database_url) as saver:
-        saver.setup()  # creates or migrates its tables; idempotent
-        yield Threads(saver, None)
+        with PostgresSaver.from_conn_string(settings.database_url) as saver:
+            saver.setup()  # creates or migrates its tables; idempotent
+            yield Threads(saver, None)
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with SqliteSaver.from_conn_string(str(settings.data_dir / "threads.sqlite")) as saver:
+        yield Threads(saver, settings.data_dir / "threads")

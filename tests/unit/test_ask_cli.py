@@ -49,6 +49,26 @@ def test_ask_thread_keeps_history_between_calls(corpus_env, models, capsys):
     assert "Last question: and how do I turn it off?" in models.chats["query"].calls[0][-1].text
 
 
+def test_a_thread_saved_by_an_older_version_is_read_once_then_checkpointed(
+    corpus_env, models, capsys
+):
+    """Threads were JSON files under <data_dir>/threads; the checkpointer takes them over."""
+    from langchain_core.messages import AIMessage, HumanMessage, messages_to_dict
+
+    old = corpus_env.data_dir / "threads" / "t2.json"
+    old.parent.mkdir(parents=True)
+    turn = [HumanMessage("How do I enable tracing?"), AIMessage("Set the Langfuse keys.")]
+    old.write_text(json.dumps(messages_to_dict(turn)))
+    for question in ("and how do I turn it off?", "and on again?"):
+        assert main(["ask", question, "--thread", "t2"], services=models.services) == 0
+    capsys.readouterr()
+    # both follow-ups were rephrased with everything before them, the file's turn first
+    first, second = (calls[-1].text for calls in models.chats["query"].calls)
+    assert "How do I enable tracing?" in first and "How do I enable tracing?" in second
+    assert "and how do I turn it off?" in second
+    assert (corpus_env.data_dir / "threads.sqlite").exists()
+
+
 def test_ask_rejects_a_bad_thread_id_and_empty_question(corpus_env, models, capsys):
     assert main(["ask", "hi", "--thread", "../escape"], services=models.services) == 2
     assert main(["ask", "   "], services=models.services) == 2
