@@ -82,28 +82,30 @@ def chat_model(settings: Settings, role: Role) -> BaseChatModel:
             temperature=settings.llm_temperature,
             timeout_s=settings.llm_timeout_s,
         )
+    # what every remote chat model is given; tools/resilient.py is the one retry layer
+    shared = {
+        "model": spec.name,
+        "temperature": settings.llm_temperature,
+        "max_tokens": settings.llm_max_tokens,
+        "max_retries": 0,
+    }
+    setting = f"RAG_{role.upper()}_MODEL"
     if spec.provider == "openai":
         from langchain_openai import ChatOpenAI
 
         return ChatOpenAI(
-            model=spec.name,
+            **shared,
             base_url=spec.base_url,
-            api_key=_openai_key(spec, f"RAG_{role.upper()}_MODEL"),
-            temperature=settings.llm_temperature,
-            max_tokens=settings.llm_max_tokens,
+            api_key=_openai_key(spec, setting),
             timeout=settings.llm_timeout_s,
-            max_retries=0,  # tools/resilient.py is the one retry layer
         )
     from langchain_litellm import ChatLiteLLM
 
     return ChatLiteLLM(
-        model=spec.name,
+        **shared,
         api_base=spec.base_url,
-        api_key=_litellm_key(spec, f"RAG_{role.upper()}_MODEL"),
-        temperature=settings.llm_temperature,
-        max_tokens=settings.llm_max_tokens,
+        api_key=_litellm_key(spec, setting),
         request_timeout=settings.llm_timeout_s,
-        max_retries=0,  # tools/resilient.py is the one retry layer
         # a provider without logprobs or seed then replies without them instead of
         # refusing the call, and the verifier switches to sampling (tools/answer_check.py)
         model_kwargs={"drop_params": True},
