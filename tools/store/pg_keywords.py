@@ -28,7 +28,9 @@ from tools.store.keyword_index import K1, B, bm25, lucene_idf, tokenize
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunk_terms (
     chunk_id TEXT COLLATE "C" NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
-    term TEXT COLLATE "C" NOT NULL, tf INTEGER NOT NULL, PRIMARY KEY (term, chunk_id)
+    term TEXT COLLATE "C" NOT NULL, tf INTEGER NOT NULL,
+    length INTEGER NOT NULL,  -- the chunk's, kept here so a search never joins chunks
+    PRIMARY KEY (term, chunk_id)
 );
 CREATE INDEX IF NOT EXISTS chunk_terms_chunk ON chunk_terms(chunk_id);
 CREATE TABLE IF NOT EXISTS chunk_totals (
@@ -39,9 +41,10 @@ ON CONFLICT DO NOTHING;
 CREATE OR REPLACE FUNCTION chunks_added() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
     EXECUTE format($q$
-        INSERT INTO %1$I.chunk_terms (chunk_id, term, tf)
-        SELECT id, term, COUNT(*) FROM added, unnest(string_to_array(tokens, ' ')) AS term
-        GROUP BY id, term
+        INSERT INTO %1$I.chunk_terms (chunk_id, term, tf, length)
+        SELECT id, term, COUNT(*), length
+        FROM added, unnest(string_to_array(tokens, ' ')) AS term
+        GROUP BY id, term, length
     $q$, TG_TABLE_SCHEMA);
     EXECUTE format($q$
         UPDATE %1$I.chunk_totals SET chunks = chunks + n, tokens = tokens + total
@@ -68,8 +71,9 @@ DERIVED_TABLES = ("chunk_terms", "chunk_totals")
 
 # One statement, so the counts, the lengths and the postings come from one snapshot. The
 # query words' postings are read once (materialised: planned on their own, they start
-# from the word index even before PostgreSQL has statistics on a new collection), and
-# each word's chunk count is counted from them. Each chunk's words are summed in query
+# from the word index even before PostgreSQL has statistics on a new collection), with
+# each chunk's length, and each word's chunk count is counted from them (a grouped
+# count: a window over 200k postings sorted them on disk). Each chunk's words are summed in query
 # order with Python's arithmetic (``keyword_index.bm25``), so equal chunks tie exactly
 # and ``score`` gives the same numbers. Every score is positive: within one snapshot a
 # word is in at most all chunks, so its idf (``keyword_index.lucene_idf``) is above 0.
@@ -77,17 +81,19 @@ _SEARCH = """
 WITH totals AS (
     SELECT chunks::float8 AS n, tokens::float8 / GREATEST(chunks, 1) AS avg FROM chunk_totals
 ), postings AS MATERIALIZED (
-    SELECT p.chunk_id, p.tf, q.position, COUNT(*) OVER (PARTITION BY q.position) AS containing
+    SELECT p.chunk_id, p.tf, p.length, q.position
     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, position)
     JOIN chunk_terms p ON p.term = q.term
+), df AS (
+    SELECT position, COUNT(*) AS containing FROM postings GROUP BY position
 )
 SELECT p.chunk_id,
     SUM(
         ln(1 + (n - containing + 0.5) / (containing + 0.5)) * p.tf * %(k1_plus_1)s
-        / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * c.length / avg))
+        / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / avg))
         ORDER BY p.position
     ) AS score
-FROM postings p JOIN chunks c ON c.id = p.chunk_id CROSS JOIN totals
+FROM postings p JOIN df USING (position) CROSS JOIN totals
 GROUP BY p.chunk_id
 ORDER BY score DESC, p.chunk_id
 LIMIT %(k)s

@@ -88,6 +88,9 @@ class PgManifest(ManifestBase):
         self._db = connect(url)
         try:
             use_schema(self._db, schema)
+            # a long query's postings (200k rows at 100k chunks) are grouped and summed
+            # in memory rather than sorted on disk (the default is 4 MB)
+            self._db.execute("SET work_mem = '64MB'")
             self._create()
         except BaseException:
             self._db.close()
