@@ -18,7 +18,7 @@ import re
 import stat
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
@@ -180,9 +180,19 @@ def extract_file(
         raise ExtractError("empty document")
     loader = _LOADERS.get(suffix, _load_plain)
     try:
-        return loader(data, path, source, options)
+        return [_without_nul(doc) for doc in loader(data, path, source, options)]
     except RecursionError:  # a parser recursing on some nesting not checked above
         raise ExtractError("nested too deeply to read") from None
+
+
+def _without_nul(doc: ExtractedDocument) -> ExtractedDocument:
+    """NUL characters (a text file's past the first 8 KiB, or a parser's) become spaces:
+    they mean nothing in text, PostgreSQL's text type refuses them, and a space keeps
+    every offset and line number a citation points at."""
+    if not any("\0" in section.text for section in doc.sections):
+        return doc
+    sections = [replace(s, text=s.text.replace("\0", " ")) for s in doc.sections]
+    return replace(doc, sections=sections)
 
 
 def _decode(data: bytes) -> str:

@@ -234,3 +234,13 @@ def test_failed_commit_leaves_uncommitted_files_as_before_and_rerun_completes(
     assert col.vectors.ids() == col.manifest.vector_owners()
     assert col.vectors.count() == len(col.manifest.vector_owners())  # no duplicates
     assert report.files_indexed + report.files_unchanged == clean_report.files_indexed
+
+
+def test_a_nul_past_the_binary_sniff_becomes_a_space(tmp_path):
+    """PostgreSQL's text type refuses NUL; a space keeps every offset a citation uses."""
+    from ingest.extract import extract_file
+
+    text = "# A\n\n" + "word " * 3000 + "\x00 after the nul\n"
+    (tmp_path / "a.md").write_text(text)
+    (doc,) = extract_file(tmp_path / "a.md", "a.md")
+    assert doc.text == text.replace("\x00", " ")
