@@ -76,8 +76,9 @@ def test_judgment_list_on_docs_corpus(tmp_path, capsys):
     assert len(records) == 3 and all(r["question"].strip().endswith("?") for r in records)
     report = json.loads(rag(capsys, "eval", "retrieval", "--judgments", path, "--json", *data))
     assert report["evaluated"] == 3 and report["stale"] == 0
-    # questions written from a chunk should mostly find it: a weak but failing-capable bar
-    assert report[f"hit@{report['k']}"] >= 1 / 3
+    # questions written from a chunk should find it: at least one of the three, a weak but
+    # failing-capable bar (the report rounds the share to 4 places: count the hits)
+    assert round(report[f"hit@{report['k']}"] * report["evaluated"]) >= 1, report
 
 
 def test_the_verifier_benchmark_runs_on_the_local_verifier(tmp_path, capsys):
