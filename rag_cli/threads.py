@@ -38,22 +38,28 @@ class Threads:
         self.checkpointer = checkpointer
         self._legacy = legacy  # the JSON files of older versions, if any
 
+    def _saved(self, thread: str) -> list[BaseMessage] | None:
+        """The checkpointed conversation, or None when the checkpointer has no such thread."""
+        found = self.checkpointer.get_tuple({"configurable": {"thread_id": thread}})
+        return list(found.checkpoint["channel_values"].get("messages") or []) if found else None
+
+    def _from_file(self, thread: str) -> list[BaseMessage]:
+        path = self._legacy / f"{thread}.json" if self._legacy else None
+        return messages_from_dict(json.loads(path.read_text())) if path and path.exists() else []
+
     def earlier(self, thread: str | None) -> list[BaseMessage]:
         """The conversation so far (checkpointed, else an older version's file)."""
         if not thread:
             return []
-        saved = self.checkpointer.get_tuple({"configurable": {"thread_id": check_thread(thread)}})
-        if saved:
-            return list(saved.checkpoint["channel_values"].get("messages") or [])
-        path = self._legacy / f"{thread}.json" if self._legacy else None
-        return messages_from_dict(json.loads(path.read_text())) if path and path.exists() else []
+        saved = self._saved(check_thread(thread))
+        return self._from_file(thread) if saved is None else saved
 
     def history(self, thread: str | None) -> list[BaseMessage]:
         """Messages to send with the thread's next question: none when the checkpointer
         holds the thread already (it adds them itself), else an older version's file."""
-        if not thread or self.checkpointer.get_tuple({"configurable": {"thread_id": thread}}):
+        if not thread or self._saved(check_thread(thread)) is not None:
             return []
-        return self.earlier(thread)
+        return self._from_file(thread)
 
 
 @contextmanager

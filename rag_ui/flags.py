@@ -23,6 +23,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tools.config import Settings, redacted_url
+from tools.store.postgres import connect, question_marks
 
 MAX_COMMENT_CHARS = 2000
 COLUMNS = """
@@ -84,7 +85,9 @@ class FlagStore:
         """A connection in one transaction, committed on success; SQL says ``?`` for a
         parameter on either database."""
         if self._url:
-            with psycopg.connect(self._url, row_factory=dict_row) as con:  # one transaction
+            # the store's own connect: its errors name RAG_DATABASE_URL, never the password
+            with closing(connect(self._url)) as con, con.transaction():
+                con.row_factory = dict_row
                 # IF NOT EXISTS alone races another server's first flag
                 con.execute("SELECT pg_advisory_xact_lock(hashtext('rag_flags'))")
                 con.execute(POSTGRES_SCHEMA)
@@ -135,11 +138,11 @@ class FlagStore:
 
 
 class _QuestionMarks:
-    """A psycopg connection that takes SQLite's ``?`` parameters (the flag log's SQL has
-    no literal question mark)."""
+    """A psycopg connection that takes SQLite's ``?`` parameters, so the flag log's SQL is
+    written once."""
 
     def __init__(self, con: psycopg.Connection) -> None:
         self._con = con
 
     def execute(self, query: str, args: tuple = ()) -> psycopg.Cursor:
-        return self._con.execute(query.replace("?", "%s"), args)
+        return self._con.execute(question_marks(query), args)

@@ -136,14 +136,6 @@ def check_collections(settings: Settings) -> None:
         Collection(settings, name).close()
 
 
-def _file_identity(path: Path) -> tuple[int, int] | None:
-    try:
-        found = path.stat()
-    except FileNotFoundError:
-        return None
-    return found.st_dev, found.st_ino
-
-
 class Collection:
     """One collection on either backend (``settings.store``): its manifest and its vectors,
     the same contract on both (tests/contract)."""
@@ -171,7 +163,7 @@ class Collection:
             self._open_postgres(settings, create)
         else:
             self._open_embedded(settings, create, fresh_store)
-        self._identity = self._current_identity()
+        self._identity = self.manifest.identity()
         self.check()
 
     def _open_embedded(self, settings: Settings, create: bool, fresh_store: bool) -> None:
@@ -237,13 +229,6 @@ class Collection:
             self.manifest.close()
             raise ConfigError(problem)
 
-    def _current_identity(self) -> object:
-        """What changes when the collection is rebuilt or deleted under this handle: the
-        manifest file's inode, or the schema's oid."""
-        if self._settings.store == "postgres":
-            return self.manifest.identity()
-        return _file_identity(self.manifest.path)
-
     def close(self) -> None:
         self.manifest.close()
         self.vectors.close()
@@ -263,7 +248,7 @@ class Collection:
         process (the server) must open it again, with a fresh Chroma system: it was rebuilt
         or deleted (the manifest is another file), or another process committed chunks
         whose vectors this process's embedded Chroma system cannot see."""
-        if self._current_identity() != self._identity:
+        if self.manifest.identity() != self._identity:  # rebuilt or deleted under us
             return True
         if not self._embedded:
             return False  # a Chroma server shows every client's writes
@@ -420,7 +405,7 @@ class Collection:
         are made again when next asked for."""
         if self.as_of:
             raise ConfigError("gc changes the current version: unset as_of")
-        size = self._manifest_bytes()
+        size = self.manifest.size_bytes()
         retired, unused = self.manifest.reclaim(keep)
         self.vectors.delete(unused)
         if self._settings.store == "postgres":
@@ -431,14 +416,9 @@ class Collection:
         return {
             "retired_chunks_deleted": retired,
             "vectors_deleted": len(unused),
-            "manifest_bytes_freed": size - self._manifest_bytes(),
+            "manifest_bytes_freed": size - self.manifest.size_bytes(),
             "restorable_from": self.manifest.restorable_from(),
         }
-
-    def _manifest_bytes(self) -> int:
-        if self._settings.store == "postgres":
-            return self.manifest.size_bytes()
-        return _bytes(self.manifest.path)
 
 
 def _unknown(settings: Settings, name: str) -> ConfigError:
@@ -485,14 +465,6 @@ def _drop_snapshots(manifest: Path) -> None:
     pattern = _snapshot_path(manifest, "*")
     for snapshot in pattern.parent.glob(pattern.name):
         snapshot.unlink(missing_ok=True)
-
-
-def _bytes(path: Path) -> int:
-    return sum(
-        Path(f"{path}{suffix}").stat().st_size
-        for suffix in ("", "-wal")
-        if Path(f"{path}{suffix}").exists()
-    )
 
 
 class CollectionBusy(ConfigError):

@@ -685,6 +685,20 @@ class Manifest(ManifestBase):
         an exhaustive one."""
         return KeywordIndex(self._db, self.generation, **limits)
 
+    def identity(self) -> tuple[int, int] | None:
+        """The file's device and inode: another value means the collection was deleted
+        (None) or rebuilt (a new file) under this handle."""
+        try:
+            found = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def size_bytes(self) -> int:
+        """Disk space of the file and its write-ahead log, what gc reports as freed."""
+        files = (self.path, Path(f"{self.path}-wal"))
+        return sum(f.stat().st_size for f in files if f.exists())
+
     # --- ManifestBase's hooks ---------------------------------------------------------------
     @property
     def _commit_key(self) -> str:

@@ -25,11 +25,10 @@ import psycopg
 from psycopg import sql
 
 from tools.config import redacted_url
-from tools.documents import short_hash
 from tools.store import pg_keywords
 from tools.store.manifest import CHUNK_COLUMNS, TABLES, ManifestBase
 from tools.store.pg_keywords import PgKeywordIndex
-from tools.store.postgres import connect, use_schema
+from tools.store.postgres import connect, lock_key, question_marks, use_schema
 
 _SCHEMA = (
     TABLES.format(key='TEXT COLLATE "C"', blob="BYTEA", autoincrement="")
@@ -47,30 +46,7 @@ CREATE TABLE IF NOT EXISTS version_counter (
 );
 """
 )
-# the manifest's own tables (the schema also holds the vectors), for size_bytes
-_TABLES = (
-    "meta",
-    "files",
-    "documents",
-    "chunks",
-    "chunk_terms",
-    "chunk_totals",
-    "versions",
-    "version_counter",
-    "version_files",
-    "retired_files",
-    "retired_documents",
-    "retired_chunks",
-    "version_notes",
-    "pending_vectors",
-)
 _RETIRED = ("retired_chunks", "retired_documents", "retired_files")
-
-
-def _native(query: str) -> str:
-    """``query``, written with ``ManifestBase``'s ``?`` placeholders, in psycopg's: ``%s``
-    (and a literal ``%`` doubled)."""
-    return query.replace("%", "%%").replace("?", "%s")
 
 
 class PgManifest(ManifestBase):
@@ -84,7 +60,7 @@ class PgManifest(ManifestBase):
         self._schema = schema
         # not the key of postgres.writer_lock: an ingestion holds that one on another
         # connection for its whole run, and its own commits would wait for it forever
-        self._lock = int(short_hash("rag-manifest", schema)[:15], 16)
+        self._lock = lock_key(schema, "manifest")
         self._db = connect(url)
         try:
             use_schema(self._db, schema)
@@ -144,8 +120,8 @@ class PgManifest(ManifestBase):
         row = self._db.execute(
             "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = ANY(%s)",
-            (self._schema, list(_TABLES)),
+            "WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname <> 'vectors'",
+            (self._schema,),
         )
         return int(row.fetchone()[0])
 
@@ -164,11 +140,11 @@ class PgManifest(ManifestBase):
             yield
 
     def _execute(self, query: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        return self._db.execute(_native(query), params)
+        return self._db.execute(question_marks(query), params)
 
     def _execute_many(self, query: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._db.cursor() as cur:
-            cur.executemany(_native(query), rows)
+            cur.executemany(question_marks(query), rows)
 
     def _in_lists(self, ids: Iterable[str]) -> Iterator[tuple[str, list[Any]]]:
         """One array parameter, however many ids."""

@@ -14,7 +14,7 @@ from psycopg import sql
 from tools.config import ConfigError
 from tools.store.pg_keywords import DERIVED_TABLES
 from tools.store.pg_manifest import PgManifest
-from tools.store.postgres import connect, schema_name
+from tools.store.postgres import connect, drop_schema, schema_exists, schema_name
 
 # vectors stay in the collection's schema; the keyword tables are rebuilt by triggers
 _NOT_COPIED = ("vectors", *DERIVED_TABLES)
@@ -26,50 +26,53 @@ def version_snapshot(
     """The schema holding ``collection`` as it was after ``version`` (made if missing)."""
     target, source = schema_name(collection, version), schema_name(collection)
     with closing(connect(url)) as conn:
-        if conn.execute("SELECT to_regnamespace(%s)", (f'"{target}"',)).fetchone()[0]:
+        if schema_exists(conn, target):
             return target
         building = f"rag_building_{uuid.uuid4().hex[:12]}"  # one per builder, as files are
         past = PgManifest(url, building)
         try:
-            tables = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
-                    "AND table_type = 'BASE TABLE' AND table_name <> ALL(%s)",
-                    (source, list(_NOT_COPIED)),
-                )
-            ]
+            try:
+                _copy_tables(conn, source, building)
+                past.rollback(version, held)
+            finally:
+                past.close()
             with conn.transaction():
-                for table in tables:
-                    columns = sql.SQL(", ").join(map(sql.Identifier, _stored(conn, source, table)))
-                    conn.execute(
-                        sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
-                            sql.Identifier(building, table),
-                            columns,
-                            columns,
-                            sql.Identifier(source, table),
-                        )
-                    )
-            past.rollback(version, held)
-            past.close()
-            with conn.transaction():
-                if conn.execute("SELECT to_regnamespace(%s)", (f'"{target}"',)).fetchone()[0]:
-                    _drop(conn, building)  # another builder finished first: use theirs
+                if schema_exists(conn, target):
+                    drop_schema(conn, building)  # another builder finished first: use theirs
                 else:
                     conn.execute(
                         sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
                             sql.Identifier(building), sql.Identifier(target)
                         )
                     )
-        except ValueError as exc:
-            past.close()
-            _drop(conn, building)
+        except ValueError as exc:  # a version that cannot be restored
+            drop_schema(conn, building)
             raise ConfigError(f"as_of={version}: {exc}") from None
-        except BaseException:
-            past.close()
-            _drop(conn, building)
+        except BaseException:  # a failed copy leaves nothing behind
+            drop_schema(conn, building)
             raise
     return target
+
+
+def _copy_tables(conn, source: str, target: str) -> None:
+    """Every table of ``source`` but the vectors and what triggers rebuild, into the same
+    tables of ``target``, in one transaction."""
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_type = 'BASE TABLE' AND table_name <> ALL(%s)",
+            (source, list(_NOT_COPIED)),
+        )
+    ]
+    with conn.transaction():
+        for table in tables:
+            columns = sql.SQL(", ").join(map(sql.Identifier, _stored(conn, source, table)))
+            conn.execute(
+                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
+                    sql.Identifier(target, table), columns, columns, sql.Identifier(source, table)
+                )
+            )
 
 
 def _stored(conn, schema: str, table: str) -> list[str]:
@@ -80,7 +83,3 @@ def _stored(conn, schema: str, table: str) -> list[str]:
         (schema, table),
     )
     return [r[0] for r in rows]
-
-
-def _drop(conn, schema: str) -> None:
-    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -46,20 +46,26 @@ class PgChunkStore:
         self._db.execute(f"SET hnsw.ef_search = {min(int(ef_search), 1000)}")
         # a filtered search keeps scanning the graph until k rows pass the filter
         self._db.execute("SET hnsw.iterative_scan = relaxed_order")
+        self._made = False  # the table, once seen, stays for this handle's life
 
     def close(self) -> None:
         self._db.close()
 
     def _exists(self) -> bool:
-        row = self._db.execute("SELECT to_regclass('vectors') IS NOT NULL").fetchone()
-        return bool(row and row[0])
+        """Whether the table is made; asked of the database only until it is, so a search
+        costs no extra round trip."""
+        if not self._made:
+            row = self._db.execute("SELECT to_regclass('vectors') IS NOT NULL").fetchone()
+            self._made = bool(row and row[0])
+        return self._made
 
     def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
         if not chunks:
             return
         try:
             with self._db.transaction():
-                self._db.execute(_TABLE.format(dim=len(vectors[0])))
+                if not self._exists():
+                    self._db.execute(_TABLE.format(dim=len(vectors[0])))
                 for start in range(0, len(chunks), self._max_batch):
                     part = slice(start, start + self._max_batch)
                     self._insert(chunks[part], vectors[part])

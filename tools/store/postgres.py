@@ -49,7 +49,7 @@ def connect(url: str) -> psycopg.Connection:
     try:
         if not conn.execute(_READY).fetchone()[0]:
             with conn.transaction():  # IF NOT EXISTS still races a second first-time caller
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("", "setup"),))
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("", "setup"),))
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 conn.execute(_REGISTRY)
     except psycopg.Error as exc:
@@ -88,7 +88,7 @@ def registered(conn: psycopg.Connection, collection: str) -> bool:
 
 def register(conn: psycopg.Connection, collection: str) -> None:
     with conn.transaction():  # CREATE SCHEMA IF NOT EXISTS races a second creator too
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(collection, "setup"),))
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(collection, "setup"),))
         conn.execute(
             sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
                 sql.Identifier(schema_name(collection))
@@ -101,6 +101,20 @@ def register(conn: psycopg.Connection, collection: str) -> None:
         )
 
 
+def schema_exists(conn: psycopg.Connection, schema: str) -> bool:
+    return conn.execute("SELECT to_regnamespace(%s)", (f'"{schema}"',)).fetchone()[0] is not None
+
+
+def drop_schema(conn: psycopg.Connection, schema: str) -> None:
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def question_marks(query: str) -> str:
+    """``query``, written with SQLite's ``?`` placeholders so one text serves both
+    databases, in psycopg's: ``%s`` (and a literal ``%`` doubled)."""
+    return query.replace("%", "%%").replace("?", "%s")
+
+
 def snapshot_schemas(conn: psycopg.Connection, collection: str) -> list[str]:
     prefix = schema_name(collection) + "@v"
     rows = conn.execute(
@@ -111,24 +125,20 @@ def snapshot_schemas(conn: psycopg.Connection, collection: str) -> list[str]:
 
 def drop_snapshots(conn: psycopg.Connection, collection: str) -> None:
     for schema in snapshot_schemas(conn, collection):
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schema(conn, schema)
 
 
 def drop(conn: psycopg.Connection, collection: str) -> None:
     """Remove a collection, its snapshots and its registry row in one transaction."""
     with conn.transaction():
         drop_snapshots(conn, collection)
-        conn.execute(
-            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                sql.Identifier(schema_name(collection))
-            )
-        )
+        drop_schema(conn, schema_name(collection))
         conn.execute("DELETE FROM public.rag_collections WHERE name = %s", (collection,))
 
 
-def _lock_key(collection: str, purpose: str = "writer") -> int:
-    """A 60-bit advisory-lock key per collection and purpose."""
-    return int(short_hash(f"rag-{purpose}", collection)[:15], 16)
+def lock_key(name: str, purpose: str = "writer") -> int:
+    """A 60-bit advisory-lock key per name (a collection's, a schema's) and purpose."""
+    return int(short_hash(f"rag-{purpose}", name)[:15], 16)
 
 
 @contextmanager
@@ -138,7 +148,7 @@ def writer_lock(url: str, collection: str) -> Iterator[bool]:
     was free."""
     conn = connect(url)
     try:
-        got = conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(collection),))
+        got = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(collection),))
         yield bool(got.fetchone()[0])
     finally:
         conn.close()
