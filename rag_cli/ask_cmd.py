@@ -13,12 +13,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph, config_for
 from graph.services import Services
 from graph.state import OutputState
+from rag_cli.ctrl_c import ctrl_c_cancels
 from rag_cli.live import LiveAnswer
 from rag_cli.threads import Threads, check_thread, open_threads
 from rag_ui.exchange import PromptRecorder, prompt_note
 from tools.config import Settings, choices
 from tools.models.factory import check_models
-from tools.models.local_llm import cancel_running
 
 ANSWER_ROLES = ("query", "generator", "verifier")  # the chat models answering a question
 OUTPUT_KEYS = tuple(OutputState.__annotations__)  # the answer object, as the graph defines it
@@ -73,20 +73,33 @@ def answer(
     terminal, the draft as the generator writes it (rag_cli/live.py).
 
     The answer object then carries ``streamed``: the answer text the screen already
-    shows, so the caller does not print it twice.
+    shows, so the caller does not print it twice. Ctrl-C cancels the answer and raises
+    KeyboardInterrupt here, after the graph has stopped (rag_cli/ctrl_c.py).
     """
     result: dict[str, Any] = {}
     live = LiveAnswer(sys.stdout, sys.stderr) if show else None
-    for mode, chunk in app.stream(
-        inputs, config, stream_mode=["updates", "values", "custom"], context=services
-    ):
-        if mode == "values":
-            result = chunk
-        elif live and mode == "custom":
-            live.event(chunk)
-        elif live and mode == "updates":
-            for node, update in chunk.items():
-                live.step(node, update or {})
+    with ctrl_c_cancels() as pressed:
+        stream = app.stream(
+            inputs, config, stream_mode=["updates", "values", "custom"], context=services
+        )
+        try:
+            for mode, chunk in stream:
+                if pressed.is_set():
+                    break
+                if mode == "values":
+                    result = chunk
+                elif live and mode == "custom":
+                    live.event(chunk)
+                elif live and mode == "updates":
+                    for node, update in chunk.items():
+                        live.step(node, update or {})
+        except Exception:
+            if not pressed.is_set():  # else the cancelled generation's own error
+                raise
+        finally:
+            stream.close()  # waits for the running node, which the cancel has stopped
+    if pressed.is_set():
+        raise KeyboardInterrupt
     out = {k: result.get(k) for k in OUTPUT_KEYS}
     if live is None:
         return out
@@ -236,7 +249,6 @@ def _chat(args: argparse.Namespace, settings: Settings, threads: Threads) -> int
         except ValueError as exc:
             print(f"error: {exc}")
         except KeyboardInterrupt:  # Ctrl-C while answering cancels that answer only
-            cancel_running()  # the generation runs on in LangGraph's worker thread otherwise
             print("\n(answer cancelled; the conversation goes on. Ctrl-C again or /quit leaves)")
 
 

@@ -88,11 +88,15 @@ atexit.register(release_all, 1.0)
 
 
 def cancel_running() -> int:
-    """Stop every local generation in progress at its next token; how many there were."""
-    with _REGISTRY_LOCK:
-        for event in _RUNNING:
-            event.set()
-        return len(_RUNNING)
+    """Stop every local generation in progress at its next token; how many there were.
+
+    Takes no lock, so a SIGINT handler may call it whatever the main thread was doing
+    (CPython copies the set in one step; setting an event never waits on this module).
+    """
+    running = list(_RUNNING)
+    for event in running:
+        event.set()
+    return len(running)
 
 
 def _to_llama_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
