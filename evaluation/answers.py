@@ -48,6 +48,8 @@ VERDICT_KEYS = (
     "citations_needed",
     "form",
     "threshold",
+    "claim_confidence",
+    "literal_choice",
     "second_opinion",
 )
 

@@ -37,6 +37,7 @@ from tools.grounding import (
     cite_holders,
     cite_uncited,
     cited_numbers,
+    recite_best,
     renumber,
     statements,
     strip_markers,
@@ -379,8 +380,8 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
     texts = [p["text"] for p in state["passages"]]
     if settings.answer_style == "short":  # a quote is cited to the passage it copies
         draft = cite_holders(draft, texts)
-    elif prompts.NOT_FOUND not in draft:  # an answer citing nothing: cite what holds it
-        draft = cite_uncited(draft, texts)
+    elif prompts.NOT_FOUND not in draft:  # cite what holds each statement
+        draft = recite_best(cite_uncited(draft, texts), texts)
     update: dict[str, Any] = {"draft": draft, "attempts": attempts, "second_look": second_look}
     if prompts.NOT_FOUND in draft:
         update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND

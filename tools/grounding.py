@@ -211,17 +211,42 @@ def cite_holders(answer: str, passages: Sequence[str]) -> str:
     return "".join(pieces) + answer[last:]
 
 
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+
+
+def claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[int]]]]]:
+    """Each statement with its clauses and their markers. A statement without any
+    marker takes the markers of the next cited statement of its paragraph: writers (and
+    small models) put one citation at the end of a paragraph for all of it. What it says
+    is still checked against those passages; a paragraph with no marker cites nothing."""
+    out: list[tuple[str, list[tuple[str, list[int]]]]] = []
+    for paragraph in _PARAGRAPH.split(draft):
+        pending: list[str] = []
+        for claim in statements(paragraph):
+            clauses = cited_clauses(claim)
+            if not any(numbers for _, numbers in clauses):
+                pending.append(claim)
+                continue
+            out += [(p, [(p, clauses[0][1])]) for p in pending]
+            out.append((claim, clauses))
+            pending = []
+        out += [(p, [(p, [])]) for p in pending]
+    return out
+
+
 def cite_uncited(answer: str, passages: Sequence[str]) -> str:
-    """An answer without a single citation, each statement cited to the passage that holds
-    all its literals and the most of its words. A small model reading a few sentences of
-    evidence sometimes writes the right sentence and no [n]; which passage it read is
-    then a lookup, and the verifier still judges the statement against that passage.
-    A statement no passage holds stays uncited, and fails the check as before."""
-    if MARKER.search(answer):
-        return answer
+    """Each statement that cites nothing (``claims_with_citations``) cited to the passage
+    that holds all its literals and the most of its words. A small model reading a few
+    sentences of evidence sometimes writes the right sentence and no [n], or closes a
+    cited answer with an uncited sentence from the same passage ("..., which supports
+    indexed queries using these operators:"); which passage it read is then a lookup,
+    and the verifier still judges the statement against that passage. A statement no
+    passage holds stays uncited, and fails the check as before."""
     words = [set(_WORDS.findall(p.lower())) for p in passages]
     cited = answer
-    for statement in statements(answer):
+    for statement, clauses in claims_with_citations(answer):
+        if any(numbers for _, numbers in clauses):
+            continue
         holders = [n for n, text in enumerate(passages) if not missing_facts(statement, text)]
         if not holders:
             continue
@@ -233,6 +258,34 @@ def cite_uncited(answer: str, passages: Sequence[str]) -> str:
 
 
 _WORDS = re.compile(r"\w{3,}")
+# a passage must share this many more of a clause's words than the one it cites to take
+# the citation: one word is noise ("string" in two passages of the same page)
+RECITE_MARGIN = 2
+
+
+def recite_best(answer: str, passages: Sequence[str]) -> str:
+    """A clause cited to a passage that says less of it than another one does, re-cited to
+    that one: the passage that holds all its literals and clearly more of its words
+    (``RECITE_MARGIN``). Reading evidence from one page, the 1.5B generator writes the
+    right sentence and numbers a neighbouring passage ("path.isAbsolute() returns false
+    for an empty string [1]" where [1] is about path.extname()); the verifier, reading
+    [1], rightly says no to a right answer. The reader is owed the passage that says it."""
+    words = [set(_WORDS.findall(p.lower())) for p in passages]
+    pieces: list[str] = []
+    last = 0
+    for group in _MARKER_GROUP.finditer(answer):
+        clause, markers = answer[last : group.start()], group.group()
+        cited = [n - 1 for n in cited_numbers(markers) if 1 <= n <= len(passages)]
+        said = set(_WORDS.findall(MARKER.sub("", clause).lower()))
+        holders = [n for n, text in enumerate(passages) if not missing_facts(clause, text)]
+        if cited and holders:
+            best = max(holders, key=lambda n: len(said & words[n]))
+            shared = max(len(said & words[n]) for n in cited)
+            if best not in cited and len(said & words[best]) >= shared + RECITE_MARGIN:
+                markers = f"[{best + 1}]"
+        pieces.append(clause + markers)
+        last = group.end()
+    return "".join(pieces) + answer[last:]
 
 
 def missing_facts(statement: str, context: str) -> list[str]:
@@ -264,18 +317,33 @@ def missing_facts(statement: str, context: str) -> list[str]:
     return [p for p in dict.fromkeys(phrases) if not found_phrase(p, haystack)]
 
 
+# Documentation extracted from HTML has lost its code formatting, and answers drawn
+# from it name literals in plain prose: a run of upper-case words (ACCESS EXCLUSIVE,
+# PRAGMA), an identifier with "_" (table_info), a flag (-x, --cruft), a dotted, camelCase
+# or PascalCase name (gc.pruneExpire, AsyncLocalStorage), a word of three hyphenated
+# parts (pre-auto-gc). A run of them separated by single spaces is one literal
+# ("PRAGMA table_info").
+_PROSE_WORD = (
+    r"(?:[A-Z][A-Z0-9]+|[A-Za-z][A-Za-z0-9]*_\w+|--?[A-Za-z][\w-]*"
+    r"|[a-z]\w+(?:\.[a-z]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[a-z]+(?:-[a-z0-9]+){2,})"
+)
+_PROSE_LITERAL = re.compile(_START + _PROSE_WORD + r"(?: " + _PROSE_WORD + r")*" + _END)
+
+
 def swappable_literals(text: str) -> list[str]:
     """The literals of Markdown ``text`` a writer could swap for another of the same kind:
-    each inline code span and each line of a fenced block as written, and each number of
-    its prose. "`rag ui` starts the server" passes the literal check when the passage
-    names `rag ui` for the chat page; which literal fills the role is a reading question
-    (graph.verification asks it)."""
+    each inline code span and each line of a fenced block as written, and in its prose
+    each number and each literal named without backticks (``_PROSE_LITERAL``). "`rag ui`
+    starts the server" passes the literal check when the passage names `rag ui` for the
+    chat page; which literal fills the role is a reading question (graph.verification
+    asks it)."""
     prose, fenced = _blocks(MARKER.sub("", text))
     found: list[str] = [line.strip() for block in fenced for line in block.splitlines()]
     for block in prose:
         rest, spans = _inline_code(block)
         found += [" ".join(span.split()) for span in spans]  # a span may wrap a line
         found += _NUMBER.findall(rest)
+        found += _PROSE_LITERAL.findall(rest)
     return [f for f in dict.fromkeys(found) if any(c.isalnum() for c in f)]
 
 

@@ -215,10 +215,10 @@ def test_not_verified_by_the_reading_question_says_what_the_verifier_picked():
 def test_chat_prompt_says_which_passage_number_the_answer_gave_each(
     corpus_env, models, capsys, monkeypatch
 ):
-    models.answer = "Run make demo to install the service [2]."
+    models.answer = "Set LANGFUSE_TRACING_ENABLED=false to turn tracing off [2]."
     lines = iter(["How do I install the service?", "/prompt", "/quit"])
     monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
     assert main(["chat"], services=models.services) == 0
     out = capsys.readouterr().out
-    assert "install the service [1]." in out  # shown renumbered...
+    assert "to turn tracing off [1]." in out  # shown renumbered...
     assert "in this prompt, [2] is the answer's [1]" in out  # ...and the prompt says so

@@ -176,9 +176,13 @@ def test_citations_to_missing_passages_are_dropped(corpus_env, models):
 
 
 def test_citations_are_numbered_from_one_in_reading_order(corpus_env, models):
-    models.answer = "Run make demo [2]. It takes 99 minutes [2]. See the docs [1]."
+    models.answer = (
+        "Set LANGFUSE_TRACING_ENABLED=false [2]. It takes 99 minutes [2]. Run make demo [1]."
+    )
     out = ask(models, "How do I install the service?", {"k": 2, "max_regenerations": 0})
-    assert out["answer"] == "Run make demo [1]. It takes 99 minutes [1]. See the docs [2]."
+    assert out["answer"] == (
+        "Set LANGFUSE_TRACING_ENABLED=false [1]. It takes 99 minutes [1]. Run make demo [2]."
+    )
     assert [c["n"] for c in out["citations"]] == [1, 2]
     assert out["verdict"]["unsupported"] == ["It takes 99 minutes [1]."]  # as shown
     assert out["verdict"]["cited"] == [1, 2]
@@ -312,13 +316,20 @@ def test_short_answer_style_uses_its_own_prompt_and_the_verifier_sees_the_questi
 
 
 def test_an_uncited_statement_is_not_verified_and_the_model_is_not_asked(corpus_env, models):
-    models.answer = "Run make demo to install the service.\n\nIt takes 4 minutes [1]."
+    models.answer = "Run `make setup` to install the service.\n\nIt takes 4 minutes [1]."
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["outcome"] == "not_verified" and out["verdict"]["confidence"] == 0.0
     assert out["verdict"]["missing"] == {
-        "Run make demo to install the service.": ["cites no passage"]
+        "Run `make setup` to install the service.": ["cites no passage"]
     }
     assert models.chats["verifier"].calls == []
+
+
+def test_an_uncited_statement_a_passage_holds_is_cited_to_it_and_checked(corpus_env, models):
+    models.answer = "Run make demo to install the service.\n\nIt takes 4 minutes [1]."
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    assert out["answer"] == "Run make demo to install the service. [1]\n\nIt takes 4 minutes [1]."
+    assert out["outcome"] == "verified" and models.chats["verifier"].calls
 
 
 def test_a_citation_closing_a_paragraph_covers_the_sentences_before_it(corpus_env, models):

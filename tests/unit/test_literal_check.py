@@ -18,6 +18,7 @@ from tools.grounding import (
     cite_uncited,
     literal_kind,
     missing_facts,
+    recite_best,
     swappable_literals,
 )
 
@@ -332,6 +333,24 @@ def test_swappable_literals_are_code_spans_fenced_lines_and_prose_numbers():
     assert swappable_literals("Use `rag ask\n--thread ID`.") == ["rag ask --thread ID"]
 
 
+def test_swappable_literals_named_in_prose_without_backticks():
+    text = (
+        "Use the PRAGMA table_info command, or MATCH FULL; set gc.pruneExpire, pass -x or "
+        "--cruft, see the pre-auto-gc hook and xProgress in AsyncLocalStorage. Not e.g. plain "
+        "words, non-zero, A."
+    )
+    assert swappable_literals(text) == [
+        "PRAGMA table_info",
+        "MATCH FULL",
+        "gc.pruneExpire",
+        "-x",
+        "--cruft",
+        "pre-auto-gc",
+        "xProgress",
+        "AsyncLocalStorage",
+    ]
+
+
 @pytest.mark.parametrize(
     ("literal", "kind"),
     [
@@ -382,6 +401,28 @@ def test_an_answer_citing_nothing_is_cited_to_the_passage_holding_each_statement
     assert cite_uncited(answer, passages) == (
         "Use `rag trace show TRACE_ID` to see the trace. [2] Set `tracing` to `local` first. [1]"
     )
-    # a statement no passage holds stays uncited; an answer with a citation is left alone
+    # a statement no passage holds stays uncited; in a cited answer, only what cites nothing
+    # (a paragraph's last statements after its last marker) is cited
     assert cite_uncited("Run `rag trace list`.", passages) == "Run `rag trace list`."
-    assert cite_uncited("Run it [2]. Then `tracing`.", passages) == "Run it [2]. Then `tracing`."
+    assert (
+        cite_uncited("Run it [2]. Then `tracing`.", passages) == "Run it [2]. Then `tracing`. [1]"
+    )
+    assert cite_uncited("Set `tracing`. Run it [2].", passages) == "Set `tracing`. Run it [2]."
+
+
+def test_a_clause_cited_to_a_passage_saying_less_of_it_is_recited_to_the_one_saying_it():
+    extname = (  # Node.js 18's path.html, the passage the 1.5B generator cited
+        "If there is no . in the last portion of the path, or if there are no . characters "
+        "other than the first character of the basename of path, an empty string is returned."
+    )
+    absolute = (
+        "The path.isAbsolute() method determines if path is an absolute path. If the given "
+        "path is a zero-length string, false will be returned."
+    )
+    slipped = "The path.isAbsolute() method returns false for an empty string [1]."
+    assert recite_best(slipped, [extname, absolute]).endswith("string [2].")
+    # a passage sharing only a word more is no reason to move a citation
+    assert recite_best("An empty string is returned [1].", [extname, absolute]).endswith("[1].")
+    # nor one that lacks a literal of the clause
+    lacking = "The path.isAbsolute() method returns 7 for an empty string [1]."
+    assert recite_best(lacking, [extname, absolute]).endswith("[1].")

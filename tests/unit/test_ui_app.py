@@ -341,7 +341,7 @@ def test_sessions_read_back_from_disk_count_against_the_limit(tmp_path):
 def test_the_prompt_says_how_its_passage_numbers_became_the_answers(client, models):
     same = ask(client, new_session(client))["exchange"]
     assert same["prompt_note"] == ""  # the answer cites [1]: nothing was renumbered
-    models.answer = "Run make demo to install the service [2]."
+    models.answer = "Set LANGFUSE_TRACING_ENABLED=false to turn tracing off [2]."
     ex = ask(client, new_session(client))["exchange"]
     assert ex["citations"][0]["n"] == 1  # the answer's own numbering starts at what it cites
     cited = ex["passages"][0]["location"]

@@ -7,7 +7,7 @@ from dataclasses import asdict
 import pytest
 
 from graph import prompts
-from graph.verification import SURE_CLAIM, agreement_of, verify_answer
+from graph.verification import NAMES_NOTHING, SURE_CLAIM, agreement_of, verify_answer
 from tests.fakes import RuleChat
 from tools.answer_check import FirstTokenJudge, normalize_answer, token_overlap
 from tools.retrieval.hybrid import Passage
@@ -176,3 +176,56 @@ def test_a_flag_named_only_inside_a_command_is_a_rival_of_a_flag():
     )
     assert verdict["literal_choice"]["options"] == ["--data-dir", "--host", "--port"]
     assert not verdict["grounded"]
+
+
+LOCKS = [
+    asdict(
+        Passage(
+            "The SELECT command acquires a lock of the ACCESS SHARE mode on referenced tables. "
+            "ACCESS EXCLUSIVE is the only mode that blocks a plain SELECT. A foreign key "
+            "declared MATCH FULL needs every child key NULL or none.",
+            "locking.html",
+            ["l"],
+            0.0,
+            0.0,
+        )
+    )
+]
+
+
+def verify_locks(model, answer: str, question: str) -> dict:
+    return verify_answer(
+        FirstTokenJudge(model, retries=0),
+        question,
+        answer,
+        LOCKS,
+        threshold=0.6,
+        phrase_threshold=0.6,
+    )
+
+
+def test_an_answer_to_which_that_names_nothing_is_not_verified_and_the_model_not_asked():
+    model = reader()
+    question = "Some command makes SELECTs hang. Which lock mode is the only one blocking SELECT?"
+    verdict = verify_locks(model, "The SELECT command acquires a lock of this mode [1].", question)
+    assert not verdict["grounded"] and verdict["confidence"] == 0.0 and not model.calls
+    assert verdict["missing"] == {
+        "The SELECT command acquires a lock of this mode [1].": [NAMES_NOTHING]
+    }
+    named = verify_locks(reader("ACCESS EXCLUSIVE"), "Only ACCESS EXCLUSIVE does [1].", question)
+    assert named["grounded"]
+    quoted = verify_locks(reader(), "The 'access exclusive' mode [1].", question)
+    assert NAMES_NOTHING not in str(quoted["missing"])
+    # not a "which" question: naming nothing new is for the verifier to weigh
+    other = verify_locks(reader(), "The SELECT command takes a lock [1].", "Does SELECT lock?")
+    assert NAMES_NOTHING not in str(other["missing"])
+
+
+def test_a_literal_named_in_prose_is_put_to_the_reading_question():
+    model = reader("ACCESS SHARE")
+    verdict = verify_locks(
+        model, "A plain SELECT is blocked only by MATCH FULL [1].", "What blocks a plain SELECT?"
+    )
+    choice = verdict["literal_choice"]
+    assert choice["literal"] == "MATCH FULL" and "ACCESS EXCLUSIVE" in choice["options"]
+    assert choice["overruled"] and not verdict["grounded"]
