@@ -66,6 +66,7 @@ from tools.grounding import (
     given_by,
     literal_kind,
     missing_facts,
+    named_literals,
     quote_of,
     statements,
     strip_markers,
@@ -116,7 +117,7 @@ def names_nothing_asked(question: str, answer: str) -> bool:
     1.5B verifier said yes to it at 0.625 (PostgreSQL explicit-locking question)."""
     if not _WHICH.search(question.strip()) or _QUOTED.search(answer):
         return False
-    return all(found_phrase(literal, question) for literal in swappable_literals(answer))
+    return all(found_phrase(literal, question) for literal in named_literals(answer))
 
 
 def agreement_of(draft: str, second: str) -> float:

@@ -317,6 +317,21 @@ def missing_facts(statement: str, context: str) -> list[str]:
     return [p for p in dict.fromkeys(phrases) if not found_phrase(p, haystack)]
 
 
+def swappable_literals(text: str) -> list[str]:
+    """The literals of Markdown ``text`` a writer could swap for another of the same kind:
+    each inline code span and each line of a fenced block as written, and each number of
+    its prose. "`rag ui` starts the server" passes the literal check when the passage
+    names `rag ui` for the chat page; which literal fills the role is a reading question
+    (graph.verification asks it)."""
+    prose, fenced = _blocks(MARKER.sub("", text))
+    found: list[str] = [line.strip() for block in fenced for line in block.splitlines()]
+    for block in prose:
+        rest, spans = _inline_code(block)
+        found += [" ".join(span.split()) for span in spans]  # a span may wrap a line
+        found += _NUMBER.findall(rest)
+    return [f for f in dict.fromkeys(found) if any(c.isalnum() for c in f)]
+
+
 # Documentation extracted from HTML has lost its code formatting, and answers drawn
 # from it name literals in plain prose: a run of upper-case words (ACCESS EXCLUSIVE,
 # PRAGMA), an identifier with "_" (table_info), a flag (-x, --cruft), a dotted, camelCase
@@ -330,21 +345,14 @@ _PROSE_WORD = (
 _PROSE_LITERAL = re.compile(_START + _PROSE_WORD + r"(?: " + _PROSE_WORD + r")*" + _END)
 
 
-def swappable_literals(text: str) -> list[str]:
-    """The literals of Markdown ``text`` a writer could swap for another of the same kind:
-    each inline code span and each line of a fenced block as written, and in its prose
-    each number and each literal named without backticks (``_PROSE_LITERAL``). "`rag ui`
-    starts the server" passes the literal check when the passage names `rag ui` for the
-    chat page; which literal fills the role is a reading question (graph.verification
-    asks it)."""
-    prose, fenced = _blocks(MARKER.sub("", text))
-    found: list[str] = [line.strip() for block in fenced for line in block.splitlines()]
-    for block in prose:
-        rest, spans = _inline_code(block)
-        found += [" ".join(span.split()) for span in spans]  # a span may wrap a line
-        found += _NUMBER.findall(rest)
-        found += _PROSE_LITERAL.findall(rest)
-    return [f for f in dict.fromkeys(found) if any(c.isalnum() for c in f)]
+def named_literals(text: str) -> list[str]:
+    """Every literal ``text`` names: the swappable ones and those named in prose without
+    backticks (``_PROSE_LITERAL``). Whether an answer names anything at all; not the
+    reading question's options, where prose literals (a side "unlike process.hrtime()")
+    cost right answers and caught no wrong one (Node.js dev: 2 lost, 0 caught)."""
+    prose, _ = _blocks(MARKER.sub("", text))
+    found = [m for block in prose for m in _PROSE_LITERAL.findall(_inline_code(block)[0])]
+    return list(dict.fromkeys(swappable_literals(text) + found))
 
 
 _FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")

@@ -18,6 +18,7 @@ from tools.grounding import (
     cite_uncited,
     literal_kind,
     missing_facts,
+    named_literals,
     recite_best,
     swappable_literals,
 )
@@ -333,13 +334,14 @@ def test_swappable_literals_are_code_spans_fenced_lines_and_prose_numbers():
     assert swappable_literals("Use `rag ask\n--thread ID`.") == ["rag ask --thread ID"]
 
 
-def test_swappable_literals_named_in_prose_without_backticks():
+def test_named_literals_add_those_named_in_prose_without_backticks():
     text = (
         "Use the PRAGMA table_info command, or MATCH FULL; set gc.pruneExpire, pass -x or "
         "--cruft, see the pre-auto-gc hook and xProgress in AsyncLocalStorage. Not e.g. plain "
         "words, non-zero, A."
     )
-    assert swappable_literals(text) == [
+    assert swappable_literals(text) == []  # the reading question's options: code and numbers
+    assert named_literals(text) == [
         "PRAGMA table_info",
         "MATCH FULL",
         "gc.pruneExpire",
