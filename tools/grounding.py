@@ -291,10 +291,12 @@ def recite_best(answer: str, passages: Sequence[str]) -> str:
 def missing_facts(statement: str, context: str) -> list[str]:
     """Numbers, names and code tokens in ``statement`` that occur in ``context`` nowhere.
 
-    From prose: numbers, and capitalised words except a block's first word. From code
-    (fenced or inline): every token, and an inline span of several words also as the
-    phrase it is. Each is looked for in the context as a whole token (see ``_START``),
-    ignoring case and thousands separators; line breaks and spacing never matter.
+    From prose: numbers, capitalised words and the words of literals named without
+    backticks (``_PROSE_WORD``: `table_info`, `--allow-fs-read`, `/tmp`), except a
+    block's first word. From code (fenced or inline): every token, and an inline span
+    of several words also as the phrase it is. Each is looked for in the context as a
+    whole token (see ``_START``), ignoring case and thousands separators; line breaks
+    and spacing never matter.
     """
     prose, fenced = _blocks(_THOUSANDS.sub("", MARKER.sub("", statement)))
     haystack = _THOUSANDS.sub("", context)
@@ -307,7 +309,8 @@ def missing_facts(statement: str, context: str) -> list[str]:
         phrases += [" ".join(span.split()) for span in spans if len(span.split()) > 1]
         first = _FIRST_WORD.match(text)
         candidates += _NUMBER.findall(text)
-        candidates += [w for w in _NAME.findall(text) if not (first and w == first.group(1))]
+        named = _NAME.findall(text) + _PROSE_TOKEN.findall(text)
+        candidates += [w for w in named if not (first and w == first.group(1))]
     for part in code:
         tokens = (t.rstrip(".:@=-/") for t in _CODE_TOKEN.findall(part))
         candidates += [t for t in tokens if any(c.isalnum() for c in t)]
@@ -336,13 +339,15 @@ def swappable_literals(text: str) -> list[str]:
 # from it name literals in plain prose: a run of upper-case words (ACCESS EXCLUSIVE,
 # PRAGMA), an identifier with "_" (table_info), a flag (-x, --cruft), a dotted, camelCase
 # or PascalCase name (gc.pruneExpire, AsyncLocalStorage), a word of three hyphenated
-# parts (pre-auto-gc). A run of them separated by single spaces is one literal
-# ("PRAGMA table_info").
+# parts (pre-auto-gc), an absolute path (/tmp). A run of them separated by single spaces
+# is one literal ("PRAGMA table_info").
 _PROSE_WORD = (
     r"(?:[A-Z][A-Z0-9]+|[A-Za-z][A-Za-z0-9]*_\w+|--?[A-Za-z][\w-]*"
-    r"|[a-z]\w+(?:\.[a-z]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[a-z]+(?:-[a-z0-9]+){2,})"
+    r"|[a-z]\w+(?:\.[a-z]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[a-z]+(?:-[a-z0-9]+){2,}"
+    r"|/[\w.-]*\w(?:/[\w.-]*\w)*)"
 )
 _PROSE_LITERAL = re.compile(_START + _PROSE_WORD + r"(?: " + _PROSE_WORD + r")*" + _END)
+_PROSE_TOKEN = re.compile(_START + _PROSE_WORD + _END)  # one word of such a literal
 
 
 def named_literals(text: str) -> list[str]:

@@ -428,3 +428,15 @@ def test_a_clause_cited_to_a_passage_saying_less_of_it_is_recited_to_the_one_say
     # nor one that lacks a literal of the clause
     lacking = "The path.isAbsolute() method returns 7 for an empty string [1]."
     assert recite_best(lacking, [extname, absolute]).endswith("[1].")
+
+
+def test_literals_named_in_prose_must_be_in_the_passage_too():
+    # Node.js, permission model: the answer named a path the cited passage never gave
+    policy = "Create the policy file as a different user id than the one running Node.js."
+    said = "To read files only under /tmp, create the policy file as another user [1]."
+    assert missing_facts(said, policy) == ["/tmp"]
+    flags = "Pass --experimental-policy with the manifest; PRAGMA index_info lists columns."
+    assert missing_facts("Pass --allow-fs-read to node [1].", flags) == ["--allow-fs-read"]
+    assert missing_facts("Use PRAGMA table_info [1].", flags) == ["table_info"]
+    # found as written, whatever the case; plain words and "and/or" are no literals
+    assert missing_facts("Pass --Experimental-Policy and/or PRAGMA INDEX_INFO [1].", flags) == []
