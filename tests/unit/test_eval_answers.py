@@ -30,6 +30,7 @@ NEWDOCS_SETS = {
     "git": "questions.jsonl",
     "nodejs": "nodejs_questions.jsonl",
     "postgres": "postgres_questions.jsonl",
+    "python": "python_questions.jsonl",
     "sqlite": "sqlite_questions.jsonl",
 }
 
