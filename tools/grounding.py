@@ -339,25 +339,13 @@ def swappable_literals(text: str) -> list[str]:
 # from it name literals in plain prose: a run of upper-case words (ACCESS EXCLUSIVE,
 # PRAGMA), an identifier with "_" (table_info), a flag (-x, --cruft), a dotted, camelCase
 # or PascalCase name (gc.pruneExpire, AsyncLocalStorage), a word of three hyphenated
-# parts (pre-auto-gc), an absolute path (/tmp). A run of them separated by single spaces
-# is one literal ("PRAGMA table_info").
+# parts (pre-auto-gc), an absolute path (/tmp). Check 2 looks for each in the passage.
 _PROSE_WORD = (
     r"(?:[A-Z][A-Z0-9]+|[A-Za-z][A-Za-z0-9]*_\w+|--?[A-Za-z][\w-]*"
     r"|[a-z]\w+(?:\.[a-z]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[a-z]+(?:-[a-z0-9]+){2,}"
     r"|/[\w.-]*\w(?:/[\w.-]*\w)*)"
 )
-_PROSE_LITERAL = re.compile(_START + _PROSE_WORD + r"(?: " + _PROSE_WORD + r")*" + _END)
-_PROSE_TOKEN = re.compile(_START + _PROSE_WORD + _END)  # one word of such a literal
-
-
-def named_literals(text: str) -> list[str]:
-    """Every literal ``text`` names: the swappable ones and those named in prose without
-    backticks (``_PROSE_LITERAL``). Whether an answer names anything at all; not the
-    reading question's options, where prose literals (a side "unlike process.hrtime()")
-    cost right answers and caught no wrong one (Node.js dev: 2 lost, 0 caught)."""
-    prose, _ = _blocks(MARKER.sub("", text))
-    found = [m for block in prose for m in _PROSE_LITERAL.findall(_inline_code(block)[0])]
-    return list(dict.fromkeys(swappable_literals(text) + found))
+_PROSE_TOKEN = re.compile(_START + _PROSE_WORD + _END)
 
 
 _FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")

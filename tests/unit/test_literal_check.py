@@ -16,9 +16,7 @@ from tools.grounding import (
     blank_out,
     cite_holders,
     cite_uncited,
-    literal_kind,
     missing_facts,
-    named_literals,
     recite_best,
     swappable_literals,
 )
@@ -334,38 +332,26 @@ def test_swappable_literals_are_code_spans_fenced_lines_and_prose_numbers():
     assert swappable_literals("Use `rag ask\n--thread ID`.") == ["rag ask --thread ID"]
 
 
-def test_named_literals_add_those_named_in_prose_without_backticks():
+def test_the_literals_prose_names_without_backticks():
     text = (
         "Use the PRAGMA table_info command, or MATCH FULL; set gc.pruneExpire, pass -x or "
-        "--cruft, see the pre-auto-gc hook and xProgress in AsyncLocalStorage. Not e.g. plain "
-        "words, non-zero, A."
+        "--cruft, see the pre-auto-gc hook and xProgress in AsyncLocalStorage under /tmp/x. "
+        "but not e.g. plain words, non-zero, and/or a."
     )
     assert swappable_literals(text) == []  # the reading question's options: code and numbers
-    assert named_literals(text) == [
-        "PRAGMA table_info",
-        "MATCH FULL",
+    assert missing_facts(text, "nothing here") == [
+        "PRAGMA",
+        "MATCH",
+        "FULL",
+        "AsyncLocalStorage",
+        "table_info",
         "gc.pruneExpire",
         "-x",
         "--cruft",
         "pre-auto-gc",
         "xProgress",
-        "AsyncLocalStorage",
+        "/tmp/x",
     ]
-
-
-@pytest.mark.parametrize(
-    ("literal", "kind"),
-    [
-        ("512", "number"),
-        ("0.75", "number"),
-        ("--as-of 2", "flag"),
-        ("models/x.gguf", "path"),
-        ("rag serve", "command"),
-        ("guard_blocked", "name"),
-    ],
-)
-def test_literal_kind(literal, kind):
-    assert literal_kind(literal) == kind
 
 
 def test_blank_out_takes_the_whole_code_span_or_a_whole_number():
