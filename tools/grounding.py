@@ -10,7 +10,7 @@ and inline code, so the check reads Markdown rather than pairing any two backtic
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 MARKER = re.compile(r"\[(\d{1,3})\]")  # a citation marker, [n]
 _SENTENCE_END = re.compile(
@@ -191,24 +191,34 @@ def quote_of(clause: str) -> str:
     return clause.strip(_QUOTE_EDGES)
 
 
+def _each_clause(answer: str, markers_for: Callable[[str, str], str]) -> str:
+    """``answer`` with each group of markers replaced by ``markers_for(clause, markers)``,
+    the clause being the text since the previous group."""
+    pieces: list[str] = []
+    last = 0
+    for group in _MARKER_GROUP.finditer(answer):
+        clause = answer[last : group.start()]
+        pieces.append(clause + markers_for(clause, group.group()))
+        last = group.end()
+    return "".join(pieces) + answer[last:]
+
+
 def cite_holders(answer: str, passages: Sequence[str]) -> str:
     """A quote cited to a passage that does not hold it, re-cited to the first passage
     that does. A small model copies the right words and numbers the wrong passage
     ("Adaptive immune system [1]" where [2] says it); the words are checkable, the
     number is a slip, and the verifier must read the passage the words come from.
     A quote that no passage holds keeps its markers, and fails the quote check."""
-    pieces: list[str] = []
-    last = 0
-    for group in _MARKER_GROUP.finditer(answer):
-        clause, markers = answer[last : group.start()], group.group()
+
+    def markers_for(clause: str, markers: str) -> str:
         quote = quote_of(clause)
         cited = [n for n in cited_numbers(markers) if 1 <= n <= len(passages)]
         if quote and not any(found_phrase(quote, passages[n - 1]) for n in cited):
             holders = [n for n, text in enumerate(passages, 1) if found_phrase(quote, text)]
-            markers = f"[{holders[0]}]" if holders else markers
-        pieces.append(clause + markers)
-        last = group.end()
-    return "".join(pieces) + answer[last:]
+            return f"[{holders[0]}]" if holders else markers
+        return markers
+
+    return _each_clause(answer, markers_for)
 
 
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
@@ -242,18 +252,14 @@ def cite_uncited(answer: str, passages: Sequence[str]) -> str:
     indexed queries using these operators:"); which passage it read is then a lookup,
     and the verifier still judges the statement against that passage. A statement no
     passage holds stays uncited, and fails the check as before."""
-    words = [set(_WORDS.findall(p.lower())) for p in passages]
+    words = _word_sets(passages)
     cited = answer
     for statement, clauses in claims_with_citations(answer):
         if any(numbers for _, numbers in clauses):
             continue
-        holders = [n for n, text in enumerate(passages) if not missing_facts(statement, text)]
-        if not holders:
-            continue
-        said = set(_WORDS.findall(statement.lower()))
-        best = max(holders, key=lambda n: len(said & words[n]))
-        end = statement.rstrip()
-        cited = cited.replace(statement, f"{end} [{best + 1}]", 1)
+        best, _ = _best_holder(statement, passages, words)
+        if best is not None:
+            cited = cited.replace(statement, f"{statement.rstrip()} [{best + 1}]", 1)
     return cited
 
 
@@ -263,6 +269,21 @@ _WORDS = re.compile(r"\w{3,}")
 RECITE_MARGIN = 2
 
 
+def _word_sets(passages: Sequence[str]) -> list[set[str]]:
+    return [set(_WORDS.findall(p.lower())) for p in passages]
+
+
+def _best_holder(
+    text: str, passages: Sequence[str], words: list[set[str]]
+) -> tuple[int | None, list[int]]:
+    """The index of the passage that holds all of ``text``'s literals and the most of its
+    words (None when none holds them), and how many of its words each passage shares."""
+    said = set(_WORDS.findall(MARKER.sub("", text).lower()))
+    shared = [len(said & passage) for passage in words]
+    holders = [n for n, passage in enumerate(passages) if not missing_facts(text, passage)]
+    return (max(holders, key=shared.__getitem__) if holders else None), shared
+
+
 def recite_best(answer: str, passages: Sequence[str]) -> str:
     """A clause cited to a passage that says less of it than another one does, re-cited to
     that one: the passage that holds all its literals and clearly more of its words
@@ -270,22 +291,17 @@ def recite_best(answer: str, passages: Sequence[str]) -> str:
     right sentence and numbers a neighbouring passage ("path.isAbsolute() returns false
     for an empty string [1]" where [1] is about path.extname()); the verifier, reading
     [1], rightly says no to a right answer. The reader is owed the passage that says it."""
-    words = [set(_WORDS.findall(p.lower())) for p in passages]
-    pieces: list[str] = []
-    last = 0
-    for group in _MARKER_GROUP.finditer(answer):
-        clause, markers = answer[last : group.start()], group.group()
+    words = _word_sets(passages)
+
+    def markers_for(clause: str, markers: str) -> str:
         cited = [n - 1 for n in cited_numbers(markers) if 1 <= n <= len(passages)]
-        said = set(_WORDS.findall(MARKER.sub("", clause).lower()))
-        holders = [n for n, text in enumerate(passages) if not missing_facts(clause, text)]
-        if cited and holders:
-            best = max(holders, key=lambda n: len(said & words[n]))
-            shared = max(len(said & words[n]) for n in cited)
-            if best not in cited and len(said & words[best]) >= shared + RECITE_MARGIN:
-                markers = f"[{best + 1}]"
-        pieces.append(clause + markers)
-        last = group.end()
-    return "".join(pieces) + answer[last:]
+        best, shared = _best_holder(clause, passages, words)
+        if not cited or best is None or best in cited:
+            return markers
+        clearer = shared[best] >= max(shared[n] for n in cited) + RECITE_MARGIN
+        return f"[{best + 1}]" if clearer else markers
+
+    return _each_clause(answer, markers_for)
 
 
 def missing_facts(statement: str, context: str) -> list[str]:
@@ -336,8 +352,8 @@ def swappable_literals(text: str) -> list[str]:
 
 
 # Documentation extracted from HTML has lost its code formatting, and answers drawn
-# from it name literals in plain prose: a run of upper-case words (ACCESS EXCLUSIVE,
-# PRAGMA), an identifier with "_" (table_info), a flag (-x, --cruft), a dotted, camelCase
+# from it name literals in plain prose: an upper-case word (PRAGMA, EXCLUSIVE), an
+# identifier with "_" (table_info), a flag (-x, --cruft), a dotted, camelCase
 # or PascalCase name (gc.pruneExpire, AsyncLocalStorage), a word of three hyphenated
 # parts (pre-auto-gc), an absolute path (/tmp). Check 2 looks for each in the passage.
 _PROSE_WORD = (
