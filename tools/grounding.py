@@ -33,6 +33,10 @@ _FIRST_WORD = re.compile(r"\W*(\w+)")
 # directory's optional slash.
 _CODE_TOKEN = re.compile(r"[\w~./+:@=%-]+")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# The 1.5B generator glues a determiner to the file suffix after it ("the.pyz" for "the
+# .pyz", "a.netrc") in prose; read as written, that is a dotted name no passage holds.
+# Not "this": `this.server` is a JavaScript name.
+_GLUED_SUFFIX = re.compile(r"\b(the|an?|your|its|each|any)\.(?=[a-z])", re.IGNORECASE)
 # CommonMark: a fence is 3+ backticks (info string without backticks) or 3+ tildes,
 # indented at most 3 spaces; a backtick string is a maximal run of backticks
 _FENCE = re.compile(r" {0,3}(?P<fence>`{3,}(?=[^`]*$)|~{3,})(?P<info>.*)")
@@ -321,6 +325,7 @@ def missing_facts(statement: str, context: str) -> list[str]:
     phrases: list[str] = []
     for block in prose:
         text, spans = _inline_code(block)
+        text = _GLUED_SUFFIX.sub(r"\1 .", text)
         code += spans
         phrases += [" ".join(span.split()) for span in spans if len(span.split()) > 1]
         first = _FIRST_WORD.match(text)

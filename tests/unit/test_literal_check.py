@@ -426,3 +426,13 @@ def test_literals_named_in_prose_must_be_in_the_passage_too():
     assert missing_facts("Use PRAGMA table_info [1].", flags) == ["table_info"]
     # found as written, whatever the case; plain words and "and/or" are no literals
     assert missing_facts("Pass --Experimental-Policy and/or PRAGMA INDEX_INFO [1].", flags) == []
+
+
+def test_a_determiner_glued_to_a_file_suffix_is_not_a_dotted_name():
+    # Python 3.11's zipapp.html; the 1.5B generator wrote "the.pyz" for "the .pyz"
+    zipapp = "The archive is written with a .pyz extension; run it with python myapp.pyz."
+    assert missing_facts("Give the.pyz file to the interpreter [1].", zipapp) == []
+    assert missing_facts("Put a.netrc file in your home [1].", "no such file here") == []
+    # a dotted name is still one, and so is a JavaScript `this.` in prose
+    assert missing_facts("Call zipapp.create_archive [1].", zipapp) == ["zipapp.create_archive"]
+    assert missing_facts("Read this.server [1].", zipapp) == ["this.server"]
