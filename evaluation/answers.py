@@ -51,6 +51,7 @@ VERDICT_KEYS = (
     "claim_confidence",
     "literal_choice",
     "second_opinion",
+    "own_answer",
 )
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.datasets import DatasetError, read_jsonl
 from evaluation.splits import SPLITS, Split, excluded_from_test, side_of
-from tools.answer_check import normalize_answer, token_overlap
+from tools.answer_check import normalize_answer, states, token_overlap
 
 SQUAD_DEV = Path("squad2-dev") / "dev-v2.0.json"  # under the eval_data_dir setting
 
@@ -128,26 +127,10 @@ def exact_match(prediction: str, golds: tuple[str, ...]) -> float:
     )
 
 
-# a word, number, command, option or path as a reader would match it: "-x" is neither
-# "x" nor "-X", "125." is "125"
-_ANSWER_TOKEN = re.compile(r"-{0,2}\w[\w./-]*")
-
-
-def _answer_tokens(text: str) -> list[str]:
-    """Words ignoring case; options keep theirs (``-x`` and ``-X`` differ)."""
-    tokens = (t.rstrip(".-/") for t in _ANSWER_TOKEN.findall(text))
-    return [t if t.startswith("-") else t.lower() for t in tokens]
-
-
 def contains_answer(prediction: str, golds: tuple[str, ...]) -> bool:
-    """Whether a full-sentence answer states a gold answer: its tokens, in order and
-    adjacent. (Token F1 against a short gold span marks every sentence wrong.)"""
-    said = _answer_tokens(prediction)
-    for gold in golds:
-        want = _answer_tokens(gold)
-        if want and any(said[i : i + len(want)] == want for i in range(len(said))):
-            return True
-    return False
+    """Whether a full-sentence answer states a gold answer (``states``). Token F1 against
+    a short gold span marks every sentence wrong."""
+    return any(states(prediction, gold) for gold in golds)
 
 
 def token_f1(prediction: str, golds: tuple[str, ...]) -> float:

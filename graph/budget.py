@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from tools.config import Settings
 
-VERIFIER_CALLS = 2  # the grounding question, and the literal-choice reading (verification.py)
+# the grounding question, then the literal-choice reading (at or above the threshold) or
+# the verifier's own answer (below it): graph/verification.py
+VERIFIER_CALLS = 2
 
 
 def takes_second_look(settings: Settings) -> bool:

@@ -406,6 +406,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
             state["passages"],
             threshold=thresholds.sentence,
             phrase_threshold=thresholds.phrase,
+            agreed_threshold=settings.verify_threshold_agreed,
             extractive=settings.answer_style == "short",
             config=config,
         )

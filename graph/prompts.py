@@ -131,6 +131,16 @@ CHOOSE = Prompt(
     "say?\n{options}\nReply with only the letter of the option.",
 )
 
+# The verifier's own answer: the question without the draft, over every passage the
+# generator read (in reverse order). When the draft states it, two readings of the
+# passages agree, and a lower confidence suffices (graph/verification.py, check 5).
+OWN_ANSWER = Prompt(
+    "own_answer",
+    1,
+    "Question: {question}\n\nAnswer with only the few words of the passages above that "
+    "answer exactly this question, copied as written, or {not_found} if they do not.",
+)
+
 # The topic guard: the query model's verdict, decoded as JSON (grammar-constrained locally).
 GUARD = Prompt(
     "guard",
@@ -182,6 +192,7 @@ ALL = (
     RETRY,
     VERIFY,
     CHOOSE,
+    OWN_ANSWER,
     GUARD,
 )
 

@@ -136,10 +136,12 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
             f"{verdict.get('threshold')})."
         )
     confidence = verdict.get("confidence")
+    own = verdict.get("own_answer")
+    heard = f" Asked the question itself, it answered {own['answer']!r}." if own else ""
     return (
         f"the verifier is not sure the cited passages state this answer to this question "
         f"(confidence {confidence if confidence is not None else 'n/a'}, below "
-        f"{verdict.get('threshold')})."
+        f"{verdict.get('threshold')}).{heard}"
     )
 
 
@@ -163,9 +165,14 @@ def print_answer(out: dict[str, Any]) -> None:
     if out["abstained"]:
         print("\n(abstained)")
     elif verdict.get("grounded"):
+        agreed = (
+            f"; asked the question itself, the verifier answered {own['answer']!r} too"
+            if (own := verdict.get("own_answer"))
+            else ""
+        )
         print(
             f"\nVerified: the cited passages state this answer (verifier confidence "
-            f"{verdict['confidence']:.2f}, threshold {verdict['threshold']:g})."
+            f"{verdict['confidence']:.2f}, threshold {verdict['threshold']:g}{agreed})."
         )
     elif verdict:
         reason = unverified_reason(verdict)

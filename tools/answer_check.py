@@ -213,6 +213,25 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+# a word, number, command, option or path as a reader would match it: "-x" is neither
+# "x" nor "-X", "125." is "125"
+_ANSWER_TOKEN = re.compile(r"-{0,2}\w[\w./-]*")
+
+
+def _answer_tokens(text: str) -> list[str]:
+    """Words ignoring case; options keep theirs (``-x`` and ``-X`` differ)."""
+    tokens = (t.rstrip(".-/") for t in _ANSWER_TOKEN.findall(text))
+    return [t if t.startswith("-") else t.lower() for t in tokens]
+
+
+def states(text: str, phrase: str) -> bool:
+    """Whether ``text`` states ``phrase``: its tokens, in order and adjacent. How the
+    benchmarks count a sentence right against a short gold answer, and how the verifier
+    counts its own answer to a question as the answer's (graph.verification)."""
+    said, want = _answer_tokens(text), _answer_tokens(phrase)
+    return bool(want) and any(said[i : i + len(want)] == want for i in range(len(said)))
+
+
 def token_overlap(answer: str, other: str) -> float:
     """The F1 of the two answers' normalised words (SQuAD's token F1): 1.0 for the same
     phrase, 0.5 for "Three-dimensional" against a 3-word clause starting with it."""

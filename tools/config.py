@@ -242,6 +242,18 @@ class Settings(BaseModel):
         "reading evidence (with evidence: 8 of 8 verified right; at the former 0.65, 15 "
         "of 16).",
     )
+    verify_threshold_agreed: float = Field(
+        0.57,
+        ge=0.0,
+        le=1.0,
+        description="The confidence that suffices for a full answer that states the "
+        "verifier's own answer to the question (asked, without the draft, of the same "
+        "passages; graph/verification.py check 5). Chosen on the dev halves of five new-"
+        "documents sets (124 answerable questions, 2026-11-26) for the default verifier "
+        "read by log-probabilities: from 0.565 to 0.58 it verified 10 more right answers "
+        "and no wrong one; at 0.55 one wrong (0.559). 1 turns the check off "
+        "(docs_corpus/answering-and-verification.md).",
+    )
     verifier_confidence: Confidence = Field(
         "auto",
         description="How the verifier's confidence is read: logprobs (the first reply "

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 
 from tools.errors import ContextOverflowError, EmptyReplyError, LLMTimeoutError, ModelError
 
@@ -87,7 +87,7 @@ class TextSink(Protocol):
 
 
 def invoke_text(
-    model: BaseChatModel,
+    model: Runnable[LanguageModelInput, BaseMessage],
     messages: list[BaseMessage],
     *,
     retries: int,

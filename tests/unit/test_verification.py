@@ -211,3 +211,60 @@ def test_a_literal_named_in_prose_is_not_put_to_the_reading_question():
         model, "A plain SELECT is blocked only by MATCH FULL [1].", "What blocks a plain SELECT?"
     )
     assert verdict["literal_choice"] is None and verdict["grounded"]
+
+
+def own_reader(own: str, claim: float) -> RuleChat:
+    """A verifier giving every claim ``claim``, and replying ``own`` when asked the
+    question itself."""
+    return RuleChat(respond=lambda _: own, first_token=lambda _: {"yes": claim, "no": 1 - claim})
+
+
+def verify_with_own(model: RuleChat, answer: str = "`k` defaults to 5 [1].", **kw) -> dict:
+    return verify_answer(
+        FirstTokenJudge(model, retries=0),
+        "What is the default k?",
+        answer,
+        PASSAGES,
+        threshold=0.6,
+        phrase_threshold=0.7,
+        **{"agreed_threshold": 0.5, **kw},
+    )
+
+
+def test_below_the_threshold_the_verifiers_own_answer_agreeing_suffices():
+    model = own_reader("5 [1]", claim=0.55)
+    verdict = verify_with_own(model)
+    assert verdict["grounded"] and verdict["threshold"] == 0.5
+    assert verdict["own_answer"] == {"answer": "5 [1]", "agrees": True, "threshold": 0.5}
+    context, ask = model.calls[-1]
+    # asked without the draft, of every passage the generator read, in reverse order
+    assert "defaults to 5" not in ask.text and "What is the default k?" in ask.text
+    assert context.text.index("reranking.md") < context.text.index("retrieval.md")
+
+
+@pytest.mark.parametrize(
+    "own",
+    [
+        "20",  # another answer
+        prompts.NOT_FOUND,  # no answer
+        "k",  # only the question's words, though the draft has them too
+        "1",  # a marker of the draft is not its words
+    ],
+)
+def test_an_own_answer_the_draft_does_not_state_leaves_the_threshold(own):
+    verdict = verify_with_own(own_reader(own, claim=0.55))
+    assert not verdict["grounded"] and verdict["threshold"] == 0.6
+    assert verdict["own_answer"]["agrees"] is False
+
+
+@pytest.mark.parametrize("claim", [0.45, 0.65])
+def test_the_own_answer_is_asked_only_between_the_two_thresholds(claim):
+    model = reader("k", "5", claim=claim)  # at 0.65 the reading question is asked
+    verdict = verify_with_own(model)
+    assert "own_answer" not in verdict and verdict["grounded"] is (claim >= 0.6)
+    assert not any("copied as written" in call[-1].text for call in model.calls)
+    # and never when it is off (its default), nor for a short answer, whose second
+    # opinion is the generator's
+    off = own_reader("5", claim=0.55)
+    assert "own_answer" not in verify_with_own(off, agreed_threshold=1.0)
+    assert "own_answer" not in verify_with_own(off, answer="5 [1]", extractive=True)
