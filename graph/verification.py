@@ -35,10 +35,10 @@ answer is *verified* only if all pass:
    (``own_answer``): the verifier, not shown the draft, answers the question from every
    passage the generator read, in reverse order, in a few copied words. When the draft
    states that answer (``own_answer_agrees``), ``verify_threshold_agreed`` suffices. On
-   the dev halves of five sets of new documents (160 questions), the verifier's
-   confidence alone put right and wrong answers in the same band (0.53-0.69), while its
-   own answer agreed with 23 right answers and one wrong one; at the threshold alone it
-   verified 24 right and 2 wrong (docs_corpus/answering-and-verification.md).
+   the dev halves of five sets of new documents (124 answerable questions), the
+   verifier's confidence put right and wrong answers in one band (0.53-0.69); two
+   readings agreeing verified 10 more right answers and no wrong one
+   (docs_corpus/answering-and-verification.md).
 
 A short answer (``answer_style = "short"``) promises an exact phrase copied from the
 passage, so each of its clauses must occur there word for word (a quote is checkable by
