@@ -334,6 +334,7 @@ def verify_answer(
     threshold: float,
     phrase_threshold: float,
     agreed_threshold: float = 1.0,
+    unfound_threshold: float = 0.0,
     extractive: bool = False,
     config: RunnableConfig | None = None,
 ) -> dict[str, Any]:
@@ -341,7 +342,8 @@ def verify_answer(
     ``phrase_threshold`` replaces ``threshold`` for a bare phrase (``answer_form``), and
     for every ``extractive`` (short-style) answer, which must also quote its passages.
     ``agreed_threshold`` replaces either for a full answer stating the verifier's own
-    answer (check 5), which is only asked for a confidence between the two.
+    answer (check 5), asked for a confidence between the two; ``unfound_threshold``
+    raises it for one whose own answer finds none, asked from the threshold up to it.
 
     Raises ModelError when the verifier model cannot answer; the caller decides what
     an unchecked answer becomes.
@@ -384,11 +386,17 @@ def verify_answer(
         verdict |= {"claim_confidence": round(confidence, 4), "literal_choice": choice}
         if choice and choice["overruled"]:  # the confidence falls to the literal's share
             confidence = min(confidence, choice["share"])
-    elif agreed_threshold <= confidence < verdict["threshold"] and not extractive:
+    overruled = bool((verdict.get("literal_choice") or {}).get("overruled"))
+    rescue = agreed_threshold <= confidence < verdict["threshold"]
+    doubt = verdict["threshold"] <= confidence < unfound_threshold
+    if (rescue or doubt) and not (extractive or overruled):
         own = own_answer(judge, question, passages, config=config)
         agrees = own_answer_agrees(question, draft, own)
-        verdict["own_answer"] = {"answer": own, "agrees": agrees, "threshold": agreed_threshold}
+        found = prompts.NOT_FOUND not in own
+        verdict["own_answer"] = {"answer": own, "agrees": agrees, "found": found}
         if agrees:
-            verdict["threshold"] = agreed_threshold
+            verdict["threshold"] = min(verdict["threshold"], agreed_threshold)
+        elif not found:
+            verdict["threshold"] = max(verdict["threshold"], unfound_threshold)
     confidence = round(confidence, 4)
     return {**verdict, "grounded": confidence >= verdict["threshold"], "confidence": confidence}

@@ -136,13 +136,24 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
             f"{verdict.get('threshold')})."
         )
     confidence = verdict.get("confidence")
-    own = verdict.get("own_answer")
-    heard = f" Asked the question itself, it answered {own['answer']!r}." if own else ""
+    own_reading = own_answer_said(verdict)
+    heard = f" {own_reading[:1].upper()}{own_reading[1:]}." if own_reading else ""
     return (
         f"the verifier is not sure the cited passages state this answer to this question "
         f"(confidence {confidence if confidence is not None else 'n/a'}, below "
         f"{verdict.get('threshold')}).{heard}"
     )
+
+
+def own_answer_said(verdict: dict[str, Any]) -> str:
+    """What the verifier's own answer to the question (check 5) said, for the user:
+    never the internal NOT_IN_DOCUMENTS marker."""
+    if not (own := verdict.get("own_answer")):
+        return ""
+    if not own.get("found", True):
+        return "asked the question itself, the verifier found no answer in the passages"
+    same = " too" if own["agrees"] else ""
+    return f"asked the question itself, the verifier answered {own['answer']!r}{same}"
 
 
 def print_answer(out: dict[str, Any]) -> None:
@@ -165,11 +176,7 @@ def print_answer(out: dict[str, Any]) -> None:
     if out["abstained"]:
         print("\n(abstained)")
     elif verdict.get("grounded"):
-        agreed = (
-            f"; asked the question itself, the verifier answered {own['answer']!r} too"
-            if (own := verdict.get("own_answer"))
-            else ""
-        )
+        agreed = f"; {own_reading}" if (own_reading := own_answer_said(verdict)) else ""
         print(
             f"\nVerified: the cited passages state this answer (verifier confidence "
             f"{verdict['confidence']:.2f}, threshold {verdict['threshold']:g}{agreed})."

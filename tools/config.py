@@ -254,6 +254,18 @@ class Settings(BaseModel):
         "and no wrong one; at 0.55 one wrong (0.559). 1 turns the check off "
         "(docs_corpus/answering-and-verification.md).",
     )
+    verify_threshold_unfound: float = Field(
+        0.66,
+        ge=0.0,
+        le=1.0,
+        description="The confidence a full answer needs when the verifier's own answer to "
+        "the question (check 5's reading, asked from verify_threshold up to this value) "
+        "finds none in the passages. Chosen on the same dev probe (2026-11-26): of the "
+        "answers verified at the ordinary threshold, the two wrong ones (0.641, 0.647) "
+        "were both ones whose own reading found nothing; 0.66 keeps a margin above them "
+        "and leaves 36 of the 43 right ones verified. 0 turns it off "
+        "(docs_corpus/answering-and-verification.md).",
+    )
     verifier_confidence: Confidence = Field(
         "auto",
         description="How the verifier's confidence is read: logprobs (the first reply "

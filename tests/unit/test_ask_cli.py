@@ -212,6 +212,17 @@ def test_not_verified_by_the_reading_question_says_what_the_verifier_picked():
     )
 
 
+def test_the_verifiers_own_reading_is_told_without_the_internal_marker():
+    from graph.prompts import NOT_FOUND
+
+    unfound = {"answer": NOT_FOUND, "agrees": False, "found": False}
+    reason = unverified_reason({"confidence": 0.63, "threshold": 0.66, "own_answer": unfound})
+    assert NOT_FOUND not in reason
+    assert reason.endswith("the verifier found no answer in the passages.")
+    other = {"answer": "20", "agrees": False, "found": True}
+    assert "the verifier answered '20'." in unverified_reason({"own_answer": other})
+
+
 def test_chat_prompt_says_which_passage_number_the_answer_gave_each(
     corpus_env, models, capsys, monkeypatch
 ):

@@ -18,9 +18,10 @@ PASSAGES = [
 ]
 
 
-def reader(*picks: str, claim: float = 0.7):
+def reader(*picks: str, claim: float = 0.7, own: str = "yes"):
     """A verifier giving every claim ``claim`` that, asked which option fills a blank,
-    picks the option that is one of ``picks``."""
+    picks the option that is one of ``picks``, and asked the question itself, replies
+    ``own``."""
 
     def first_token(messages):
         ask = messages[-1].content
@@ -31,7 +32,7 @@ def reader(*picks: str, claim: float = 0.7):
         rivals = [other for other in options.values() if other != letter]
         return {letter: 0.8, **{other: 0.2 / len(rivals) for other in rivals}}
 
-    return RuleChat(respond=lambda _: "yes", first_token=first_token)
+    return RuleChat(respond=lambda _: own, first_token=first_token)
 
 
 def verdict_and_prompt(answer: str) -> tuple[dict, list]:
@@ -235,7 +236,7 @@ def test_below_the_threshold_the_verifiers_own_answer_agreeing_suffices():
     model = own_reader("5 [1]", claim=0.55)
     verdict = verify_with_own(model)
     assert verdict["grounded"] and verdict["threshold"] == 0.5
-    assert verdict["own_answer"] == {"answer": "5 [1]", "agrees": True, "threshold": 0.5}
+    assert verdict["own_answer"] == {"answer": "5 [1]", "agrees": True, "found": True}
     context, ask = model.calls[-1]
     # asked without the draft, of every passage the generator read, in reverse order
     assert "defaults to 5" not in ask.text and "What is the default k?" in ask.text
@@ -268,3 +269,31 @@ def test_the_own_answer_is_asked_only_between_the_two_thresholds(claim):
     off = own_reader("5", claim=0.55)
     assert "own_answer" not in verify_with_own(off, agreed_threshold=1.0)
     assert "own_answer" not in verify_with_own(off, answer="5 [1]", extractive=True)
+
+
+@pytest.mark.parametrize(
+    ("own", "grounded", "threshold"),
+    [
+        (prompts.NOT_FOUND, False, 0.66),  # the verifier's own reading finds no answer
+        ("20", True, 0.6),  # another answer: the ordinary threshold stands
+        ("5", True, 0.5),  # the same answer
+    ],
+)
+def test_just_above_the_threshold_an_own_reading_that_finds_nothing_withholds_it(
+    own, grounded, threshold
+):
+    model = reader("k", "5", claim=0.62, own=own)
+    verdict = verify_with_own(model, unfound_threshold=0.66)
+    assert verdict["literal_choice"]["overruled"] is False
+    assert verdict["grounded"] is grounded and verdict["threshold"] == threshold
+    assert verdict["own_answer"]["found"] is (own != prompts.NOT_FOUND)
+
+
+def test_the_unfound_threshold_is_asked_only_below_it_and_never_for_an_overruled_literal():
+    unfound = reader("k", "5", claim=0.7, own=prompts.NOT_FOUND)
+    sure = verify_with_own(unfound, unfound_threshold=0.66)
+    assert sure["grounded"] and "own_answer" not in sure
+    # the reading question picked another literal: the confidence fell, nothing to rescue
+    overruled = verify_with_own(reader("k", "20", claim=0.62, own="5"), unfound_threshold=0.66)
+    assert overruled["literal_choice"]["overruled"] and "own_answer" not in overruled
+    assert not overruled["grounded"]
