@@ -407,7 +407,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
             threshold=thresholds.sentence,
             phrase_threshold=thresholds.phrase,
             agreed_threshold=settings.verify_threshold_agreed,
-            unfound_threshold=settings.verify_threshold_unfound,
+            alone_threshold=settings.verify_threshold_alone,
             extractive=settings.answer_style == "short",
             config=config,
         )

@@ -38,7 +38,10 @@ answer is *verified* only if all pass:
    the dev halves of five sets of new documents (124 answerable questions), the
    verifier's confidence put right and wrong answers in one band (0.53-0.69); two
    readings agreeing verified 10 more right answers and no wrong one
-   (docs_corpus/answering-and-verification.md).
+   (docs_corpus/answering-and-verification.md). Above the threshold, up to
+   ``verify_threshold_alone``, the yes alone no longer suffices either: there an
+   answer is verified only when the two readings agree (on the six dev halves the
+   ordinary threshold verified 5 wrong answers there, and this none).
 
 A short answer (``answer_style = "short"``) promises an exact phrase copied from the
 passage, so each of its clauses must occur there word for word (a quote is checkable by
@@ -334,7 +337,7 @@ def verify_answer(
     threshold: float,
     phrase_threshold: float,
     agreed_threshold: float = 1.0,
-    unfound_threshold: float = 0.0,
+    alone_threshold: float = 0.0,
     extractive: bool = False,
     config: RunnableConfig | None = None,
 ) -> dict[str, Any]:
@@ -342,8 +345,8 @@ def verify_answer(
     ``phrase_threshold`` replaces ``threshold`` for a bare phrase (``answer_form``), and
     for every ``extractive`` (short-style) answer, which must also quote its passages.
     ``agreed_threshold`` replaces either for a full answer stating the verifier's own
-    answer (check 5), asked for a confidence between the two; ``unfound_threshold``
-    raises it for one whose own answer finds none, asked from the threshold up to it.
+    answer (check 5); ``alone_threshold`` raises the threshold for one that does not
+    (check 5 is asked from the lower of the two up to it).
 
     Raises ModelError when the verifier model cannot answer; the caller decides what
     an unchecked answer becomes.
@@ -387,16 +390,14 @@ def verify_answer(
         if choice and choice["overruled"]:  # the confidence falls to the literal's share
             confidence = min(confidence, choice["share"])
     overruled = bool((verdict.get("literal_choice") or {}).get("overruled"))
-    rescue = agreed_threshold <= confidence < verdict["threshold"]
-    doubt = verdict["threshold"] <= confidence < unfound_threshold
-    if (rescue or doubt) and not (extractive or overruled):
+    # check 5's band: there the yes alone decides nothing; the own answer agreeing
+    # lowers the bar to the band's floor, and anything else raises it to its top
+    band = (min(agreed_threshold, verdict["threshold"]), max(verdict["threshold"], alone_threshold))
+    if band[0] <= confidence < band[1] and not (extractive or overruled):
         own = own_answer(judge, question, passages, config=config)
         agrees = own_answer_agrees(question, draft, own)
         found = prompts.NOT_FOUND not in own
         verdict["own_answer"] = {"answer": own, "agrees": agrees, "found": found}
-        if agrees:
-            verdict["threshold"] = min(verdict["threshold"], agreed_threshold)
-        elif not found:
-            verdict["threshold"] = max(verdict["threshold"], unfound_threshold)
+        verdict["threshold"] = band[0] if agrees else band[1]
     confidence = round(confidence, 4)
     return {**verdict, "grounded": confidence >= verdict["threshold"], "confidence": confidence}

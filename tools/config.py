@@ -254,17 +254,17 @@ class Settings(BaseModel):
         "and no wrong one; at 0.55 one wrong (0.559). 1 turns the check off "
         "(docs_corpus/answering-and-verification.md).",
     )
-    verify_threshold_unfound: float = Field(
+    verify_threshold_alone: float = Field(
         0.66,
         ge=0.0,
         le=1.0,
-        description="The confidence a full answer needs when the verifier's own answer to "
-        "the question (check 5's reading, asked from verify_threshold up to this value) "
-        "finds none in the passages. Chosen on the same dev probe (2026-11-26): of the "
-        "answers verified at the ordinary threshold, the two wrong ones (0.641, 0.647) "
-        "were both ones whose own reading found nothing; 0.66 keeps a margin above them "
-        "and leaves 36 of the 43 right ones verified. 0 turns it off "
-        "(docs_corpus/answering-and-verification.md).",
+        description="The confidence a full answer needs on the verifier's yes alone: from "
+        "verify_threshold up to this value, it is verified only when it states the "
+        "verifier's own answer to the question (check 5). Chosen on the six new-documents "
+        "dev halves (150 answerable questions, commit 50ac868): the ordinary threshold "
+        "verified 50 right answers and 5 wrong (0.62-0.65, four of them where the own "
+        "reading found nothing, one where it found another answer); this rule 41 and none. "
+        "0 turns it off (docs_corpus/answering-and-verification.md).",
     )
     verifier_confidence: Confidence = Field(
         "auto",

@@ -16,8 +16,9 @@ from tools.errors import LLMTimeoutError
 from tools.verifier_thresholds import record
 
 DEFAULTS = Settings()
-# above verify_threshold, below verify_threshold_phrase
-BETWEEN_THRESHOLDS = (DEFAULTS.verify_threshold + DEFAULTS.verify_threshold_phrase) / 2
+# enough for a sentence on the verifier's yes alone (verify_threshold_alone), not for a
+# bare phrase (verify_threshold_phrase)
+BETWEEN_THRESHOLDS = (DEFAULTS.verify_threshold_alone + DEFAULTS.verify_threshold_phrase) / 2
 
 
 def ask(models, question, config=None, **state):

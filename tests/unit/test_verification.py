@@ -275,25 +275,30 @@ def test_the_own_answer_is_asked_only_between_the_two_thresholds(claim):
     ("own", "grounded", "threshold"),
     [
         (prompts.NOT_FOUND, False, 0.66),  # the verifier's own reading finds no answer
-        ("20", True, 0.6),  # another answer: the ordinary threshold stands
+        ("20", False, 0.66),  # another answer
         ("5", True, 0.5),  # the same answer
     ],
 )
-def test_just_above_the_threshold_an_own_reading_that_finds_nothing_withholds_it(
-    own, grounded, threshold
-):
+def test_just_above_the_threshold_only_an_own_answer_that_agrees_verifies(own, grounded, threshold):
     model = reader("k", "5", claim=0.62, own=own)
-    verdict = verify_with_own(model, unfound_threshold=0.66)
+    verdict = verify_with_own(model, alone_threshold=0.66)
     assert verdict["literal_choice"]["overruled"] is False
     assert verdict["grounded"] is grounded and verdict["threshold"] == threshold
     assert verdict["own_answer"]["found"] is (own != prompts.NOT_FOUND)
 
 
-def test_the_unfound_threshold_is_asked_only_below_it_and_never_for_an_overruled_literal():
+def test_the_alone_threshold_is_asked_only_below_it_and_never_for_an_overruled_literal():
     unfound = reader("k", "5", claim=0.7, own=prompts.NOT_FOUND)
-    sure = verify_with_own(unfound, unfound_threshold=0.66)
+    sure = verify_with_own(unfound, alone_threshold=0.66)
     assert sure["grounded"] and "own_answer" not in sure
     # the reading question picked another literal: the confidence fell, nothing to rescue
-    overruled = verify_with_own(reader("k", "20", claim=0.62, own="5"), unfound_threshold=0.66)
+    overruled = verify_with_own(reader("k", "20", claim=0.62, own="5"), alone_threshold=0.66)
     assert overruled["literal_choice"]["overruled"] and "own_answer" not in overruled
     assert not overruled["grounded"]
+
+
+def test_with_agreement_off_an_agreeing_own_answer_keeps_the_ordinary_threshold():
+    verdict = verify_with_own(
+        reader("k", "5", claim=0.62, own="5"), agreed_threshold=1.0, alone_threshold=0.66
+    )
+    assert verdict["own_answer"]["agrees"] and verdict["grounded"] and verdict["threshold"] == 0.6
