@@ -72,12 +72,16 @@ ANSWER = Prompt(
 # A second look after the generator said NOT_FOUND: the 1.5B model said it with the
 # answer's sentence in the first passage it read (git's worktree page: "creates new
 # branch `hotfix`"). No way out this time; the verifier judges the answer as any other.
+# v2: asked the way v1 asked, the 1.5B generator often replied with markers alone ("[3]",
+# "[1] [2]"), an answer with no statement. On 7 dev questions it had abstained on with
+# the answer in view, v1 got 2 answers (1 right), asking for full sentences that name
+# the literal got 5 (3 right); each is verified like any other.
 ANSWER_SECOND_LOOK = Prompt(
     "answer_second_look",
-    1,
-    "Answer the question using only the passages above. The passages may state the answer "
-    "in other words than the question uses: read them again. After each sentence, cite the "
-    "passage numbers that support it, like [1] or [2][3]. Be concise.\n\n"
+    2,
+    "Answer the question in one or two full sentences, using only the passages above, and "
+    "name the exact function, setting, command or value the passages give. End each "
+    "sentence with the numbers of the passages that support it, like [1].\n\n"
     "Question: {question}",
 )
 
