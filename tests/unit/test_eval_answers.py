@@ -27,6 +27,7 @@ from tools.config import load_settings
 
 NEWDOCS_DIR = Path(__file__).resolve().parents[2] / "evaluation/data/newdocs"
 NEWDOCS_SETS = {
+    "apache": "apache_questions.jsonl",
     "cmake": "cmake_questions.jsonl",
     "git": "questions.jsonl",
     "nodejs": "nodejs_questions.jsonl",
