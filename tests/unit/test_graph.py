@@ -123,7 +123,8 @@ def test_an_answer_of_citation_markers_alone_is_no_answer_and_gets_the_second_lo
     out = ask(models, "How do I install the service?")
     assert out["outcome"] == "verified" and out["answer"].startswith("Run make demo")
     assert len(models.chats["generator"].calls) == 2
-    assert models.chats["generator"].calls[1][-1].text.startswith("Answer the question using")
+    second_look = prompts.ANSWER_SECOND_LOOK.text.split("{")[0]
+    assert models.chats["generator"].calls[1][-1].text.startswith(second_look)
 
     models.answer = "[1][2]."  # and again at the second look: nothing to show or verify
     out = ask(models, "How do I install the service?")
