@@ -384,12 +384,13 @@ def verify_answer(
     reading = judge.yes([context, HumanMessage(claim)], config)
     confidence = reading.shares["yes"]
     verdict["confidence_method"] = reading.method
+    overruled = False
     if verdict["threshold"] <= confidence < SURE_CLAIM and not extractive:
         choice = literal_choice(judge, question, answer, context, shown, config=config)
         verdict |= {"claim_confidence": round(confidence, 4), "literal_choice": choice}
-        if choice and choice["overruled"]:  # the confidence falls to the literal's share
+        overruled = bool(choice and choice["overruled"])
+        if overruled:  # the confidence falls to the literal's share
             confidence = min(confidence, choice["share"])
-    overruled = bool((verdict.get("literal_choice") or {}).get("overruled"))
     # check 5's band: there the yes alone decides nothing; the own answer agreeing
     # lowers the bar to the band's floor, and anything else raises it to its top
     band = (min(agreed_threshold, verdict["threshold"]), max(verdict["threshold"], alone_threshold))
