@@ -170,12 +170,19 @@ def _found(literal: str, text: str) -> bool:
     return re.search(_START + re.escape(literal) + _END, text, re.IGNORECASE) is not None
 
 
+# A name: letters first, then word characters and inner dots ("Lamini", `add_test`,
+# `Node.js`, `console.error`); a number, an option (`--depth`) or a path is none.
+_GIVEN_NAME = re.compile(r"[A-Za-z]\w*(?:\.[A-Za-z_]\w*)*")
+
+
 def given_by(literal: str, question: str) -> bool:
-    """Whether ``literal`` is a word the question itself gave: the product or project it
-    names ("Lamini", "git"), which an answer repeats and its cited passage need not (the
-    retrieval found the passage for that name). Only words of letters: a number, an
-    option or a path is what an answer asserts, even when the question asked about it."""
-    return literal.isalpha() and _found(literal, question)
+    """Whether ``literal`` is a name the question itself gave: the product, project,
+    command or function it asks about ("Lamini", "git", `add_test()`), which an answer
+    repeats and its cited passage need not (the retrieval found the passage for that
+    name; a reference page rarely repeats its own title in every paragraph). Only names:
+    a number, an option or a path is what an answer asserts, even when the question
+    asked about it."""
+    return _GIVEN_NAME.fullmatch(literal) is not None and _found(literal, question)
 
 
 def found_phrase(span: str, text: str) -> bool:
@@ -294,7 +301,10 @@ def recite_best(answer: str, passages: Sequence[str]) -> str:
     (``RECITE_MARGIN``). Reading evidence from one page, the 1.5B generator writes the
     right sentence and numbers a neighbouring passage ("path.isAbsolute() returns false
     for an empty string [1]" where [1] is about path.extname()); the verifier, reading
-    [1], rightly says no to a right answer. The reader is owed the passage that says it."""
+    [1], rightly says no to a right answer. The reader is owed the passage that says it.
+    A clause whose cited passages all lack one of its literals ("... set to 0.9 [2]"
+    where [1] says 0.9) cannot be supported by them, so the passage holding them all
+    takes the citation whatever the margin: the verifier then judges it against that one."""
     words = _word_sets(passages)
 
     def markers_for(clause: str, markers: str) -> str:
@@ -302,8 +312,9 @@ def recite_best(answer: str, passages: Sequence[str]) -> str:
         best, shared = _best_holder(clause, passages, words)
         if not cited or best is None or best in cited:
             return markers
+        lacking = all(missing_facts(clause, passages[n]) for n in cited)
         clearer = shared[best] >= max(shared[n] for n in cited) + RECITE_MARGIN
-        return f"[{best + 1}]" if clearer else markers
+        return f"[{best + 1}]" if lacking or clearer else markers
 
     return _each_clause(answer, markers_for)
 

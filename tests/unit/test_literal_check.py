@@ -378,6 +378,14 @@ def test_a_name_the_question_gave_need_not_be_in_the_cited_passage():
     asked = "How do I stop git from pruning it with --force?"
     assert citation_problems("Run `git worktree lock` [1].", lock, question=asked).missing == {}
     assert citation_problems("Run `worktree lock --force` [1].", lock, question=asked).missing
+    # a function or module the question names is given too (CMake's add_test() page says
+    # "the build directory" without repeating its own title); a path is not
+    build = [{"text": "If not specified, the test runs in the current binary directory."}]
+    asked = "In which directory does a test from add_test() run on Node.js?"
+    said = "A test from `add_test()` on Node.js runs in the binary directory [1]."
+    assert citation_problems(said, build, question=asked).missing == {}
+    path = citation_problems("It runs in /tmp [1].", build, question="Is it /tmp?")
+    assert path.missing == {"It runs in /tmp [1].": ["/tmp"]}
 
 
 def test_an_answer_citing_nothing_is_cited_to_the_passage_holding_each_statement():
@@ -414,6 +422,20 @@ def test_a_clause_cited_to_a_passage_saying_less_of_it_is_recited_to_the_one_say
     # nor one that lacks a literal of the clause
     lacking = "The path.isAbsolute() method returns 7 for an empty string [1]."
     assert recite_best(lacking, [extname, absolute]).endswith("[1].")
+
+
+def test_a_clause_its_cited_passage_lacks_a_literal_of_is_recited_to_the_one_holding_all():
+    # PostgreSQL's wal-configuration page: the generator cited the passage saying more of
+    # its words, and took the value from its neighbour
+    default = (
+        "Although checkpoint_completion_target could be set as high as 1.0, it is "
+        "typically recommended to set it to no higher than 0.9 (the default)."
+    )
+    period = "Out of the box, the period is set by checkpoint_completion_target."
+    slipped = "Out of the box, checkpoint_completion_target is set to 0.9 [2]."
+    assert recite_best(slipped, [default, period]).endswith("0.9 [1].")
+    # a value no passage holds keeps its citation, and fails the literal check
+    assert recite_best("It is set to 0.5 [2].", [default, period]).endswith("[2].")
 
 
 def test_literals_named_in_prose_must_be_in_the_passage_too():
