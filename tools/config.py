@@ -255,16 +255,16 @@ class Settings(BaseModel):
         "(docs_corpus/answering-and-verification.md).",
     )
     verify_threshold_alone: float = Field(
-        0.66,
+        0.72,
         ge=0.0,
         le=1.0,
         description="The confidence a full answer needs on the verifier's yes alone: from "
         "verify_threshold up to this value, it is verified only when it states the "
-        "verifier's own answer to the question (check 5). Chosen on the six new-documents "
-        "dev halves (150 answerable questions, commit 50ac868): the ordinary threshold "
-        "verified 50 right answers and 5 wrong (0.62-0.65, four of them where the own "
-        "reading found nothing, one where it found another answer); this rule 41 and none. "
-        "0 turns it off (docs_corpus/answering-and-verification.md).",
+        "verifier's own answer to the question (check 5). Chosen on the seven new-documents "
+        "dev halves (176 answerable questions, commit be71e62): right and wrong answers "
+        "verified at 0.66: 52 and 7 (all seven wrong between 0.66 and 0.72, none stating "
+        "the own answer); 0.70: 46 and 2; 0.72: 44 and 1. 0 turns it off "
+        "(docs_corpus/answering-and-verification.md).",
     )
     verifier_confidence: Confidence = Field(
         "auto",

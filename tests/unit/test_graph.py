@@ -16,9 +16,10 @@ from tools.errors import LLMTimeoutError
 from tools.verifier_thresholds import record
 
 DEFAULTS = Settings()
-# enough for a sentence on the verifier's yes alone (verify_threshold_alone), not for a
-# bare phrase (verify_threshold_phrase)
-BETWEEN_THRESHOLDS = (DEFAULTS.verify_threshold_alone + DEFAULTS.verify_threshold_phrase) / 2
+# with check 5 off (its band decides by agreement, whatever the form), enough for a
+# sentence on the verifier's yes alone, not for a bare phrase (verify_threshold_phrase)
+CHECK_5_OFF = {"verify_threshold_agreed": 1.0, "verify_threshold_alone": 0.0}
+BETWEEN_THRESHOLDS = (DEFAULTS.verify_threshold + DEFAULTS.verify_threshold_phrase) / 2
 
 
 def ask(models, question, config=None, **state):
@@ -358,10 +359,11 @@ def test_verify_threshold_decides_the_label(corpus_env, models, threshold, outco
 def test_a_bare_phrase_needs_the_phrase_threshold(corpus_env, models):
     models.confidence = BETWEEN_THRESHOLDS
     models.answer = "Run make demo to install the service [1]."
-    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    config = {"max_regenerations": 0, **CHECK_5_OFF}
+    out = ask(models, "How do I install the service?", config)
     assert out["verdict"]["form"] == "sentence" and out["outcome"] == "verified"
     models.answer = "make demo [1]"  # repeats none of the question's words
-    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    out = ask(models, "How do I install the service?", config)
     assert out["verdict"]["form"] == "phrase"
     assert out["verdict"]["threshold"] == DEFAULTS.verify_threshold_phrase
     assert out["outcome"] == "not_verified"
