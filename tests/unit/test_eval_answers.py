@@ -31,6 +31,7 @@ NEWDOCS_SETS = {
     "cmake": "cmake_questions.jsonl",
     "git": "questions.jsonl",
     "nodejs": "nodejs_questions.jsonl",
+    "postfix": "postfix_questions.jsonl",
     "postgres": "postgres_questions.jsonl",
     "python": "python_questions.jsonl",
     "sqlite": "sqlite_questions.jsonl",
