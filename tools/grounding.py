@@ -37,6 +37,9 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 # .pyz", "a.netrc") in prose; read as written, that is a dotted name no passage holds.
 # Not "this": `this.server` is a JavaScript name.
 _GLUED_SUFFIX = re.compile(r"\b(the|an?|your|its|each|any)\.(?=[a-z])", re.IGNORECASE)
+# Words in quotation marks claim to be the passage's own ("the 'deny temporary allowlist
+# on backup MX' setting" is a name the generator made up): they must occur as written.
+_QUOTED = re.compile(r'["\u201c]([^"\u201c\u201d\n]{2,120})["\u201d]')
 # CommonMark: a fence is 3+ backticks (info string without backticks) or 3+ tildes,
 # indented at most 3 spaces; a backtick string is a maximal run of backticks
 _FENCE = re.compile(r" {0,3}(?P<fence>`{3,}(?=[^`]*$)|~{3,})(?P<info>.*)")
@@ -170,9 +173,10 @@ def _found(literal: str, text: str) -> bool:
     return re.search(_START + re.escape(literal) + _END, text, re.IGNORECASE) is not None
 
 
-# A name: letters first, then word characters and inner dots ("Lamini", `add_test`,
-# `Node.js`, `console.error`); a number, an option (`--depth`) or a path is none.
-_GIVEN_NAME = re.compile(r"[A-Za-z]\w*(?:\.[A-Za-z_]\w*)*")
+# A name: letters first, then word characters, inner dots and hyphens ("Lamini",
+# `add_test`, `Node.js`, `console.error`, dial-on-demand); a number, an option (`--depth`)
+# or a path is none.
+_GIVEN_NAME = re.compile(r"[A-Za-z]\w*(?:[.-][A-Za-z_]\w*)*")
 
 
 def given_by(literal: str, question: str) -> bool:
@@ -334,8 +338,10 @@ def missing_facts(statement: str, context: str) -> list[str]:
     candidates: list[str] = []
     code = list(fenced)
     phrases: list[str] = []
+    quoted: list[str] = []
     for block in prose:
         text, spans = _inline_code(block)
+        quoted += [" ".join(q.split()) for q in _QUOTED.findall(text)]
         text = _GLUED_SUFFIX.sub(r"\1 .", text)
         code += spans
         phrases += [" ".join(span.split()) for span in spans if len(span.split()) > 1]
@@ -347,6 +353,7 @@ def missing_facts(statement: str, context: str) -> list[str]:
         tokens = (t.rstrip(".:@=-/") for t in _CODE_TOKEN.findall(part))
         candidates += [t for t in tokens if any(c.isalnum() for c in t)]
     missing = [c for c in dict.fromkeys(candidates) if not _found(c, haystack)]
+    missing += [q for q in dict.fromkeys(quoted) if q.strip() and not found_phrase(q, haystack)]
     if missing:  # a phrase is only news when each of its words was found on its own
         return missing
     return [p for p in dict.fromkeys(phrases) if not found_phrase(p, haystack)]

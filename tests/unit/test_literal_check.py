@@ -386,6 +386,22 @@ def test_a_name_the_question_gave_need_not_be_in_the_cited_passage():
     assert citation_problems(said, build, question=asked).missing == {}
     path = citation_problems("It runs in /tmp [1].", build, question="Is it /tmp?")
     assert path.missing == {"It runs in /tmp [1].": ["/tmp"]}
+    # a hyphenated word the question gave too: the answer restating the question's setup
+    dial = [{"text": "Set defer_transports = smtp to stop spontaneous deliveries."}]
+    asked = "On a dial-on-demand line, which setting stops spontaneous deliveries?"
+    said = "On a dial-on-demand line, defer_transports stops them [1]."
+    assert citation_problems(said, dial, question=asked).missing == {}
+
+
+def test_words_in_quotation_marks_must_be_in_the_passage_as_written():
+    # Postfix's postscreen page: the 1.5B generator named a setting that does not exist
+    passage = "Use postscreen_allowlist_interfaces to deny the temporary allowlist on a backup MX."
+    made_up = 'It is the "deny temporary allowlist on backup MX" setting [1].'
+    assert missing_facts(made_up, passage) == ["deny temporary allowlist on backup MX"]
+    # quoted as the passage writes it, across a line break and in curly quotes: found
+    error = "the error: file is\nencrypted or is not a database."
+    assert missing_facts('It says "file is encrypted or is not a database" [1].', error) == []
+    assert missing_facts("It prints \u201cfile is encrypted\u201d [1].", error) == []
 
 
 def test_an_answer_citing_nothing_is_cited_to_the_passage_holding_each_statement():
