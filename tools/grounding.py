@@ -328,8 +328,9 @@ def missing_facts(statement: str, context: str) -> list[str]:
 
     From prose: numbers, capitalised words and the words of literals named without
     backticks (``_PROSE_WORD``: `table_info`, `--allow-fs-read`, `/tmp`), except a
-    block's first word. From code (fenced or inline): every token, and an inline span
-    of several words also as the phrase it is. Each is looked for in the context as a
+    block's first word, and each span in quotation marks as the phrase it is. From code
+    (fenced or inline): every token, and an inline span of several words also as the
+    phrase it is. Each is looked for in the context as a
     whole token (see ``_START``), ignoring case and thousands separators; line breaks
     and spacing never matter.
     """
@@ -353,7 +354,7 @@ def missing_facts(statement: str, context: str) -> list[str]:
         tokens = (t.rstrip(".:@=-/") for t in _CODE_TOKEN.findall(part))
         candidates += [t for t in tokens if any(c.isalnum() for c in t)]
     missing = [c for c in dict.fromkeys(candidates) if not _found(c, haystack)]
-    missing += [q for q in dict.fromkeys(quoted) if q.strip() and not found_phrase(q, haystack)]
+    missing += [q for q in dict.fromkeys(quoted) if q and not found_phrase(q, haystack)]
     if missing:  # a phrase is only news when each of its words was found on its own
         return missing
     return [p for p in dict.fromkeys(phrases) if not found_phrase(p, haystack)]
