@@ -40,9 +40,9 @@ answer is *verified* only if all pass:
    readings agreeing verified 10 more right answers and no wrong one
    (docs_corpus/answering-and-verification.md). Above the threshold, up to
    ``verify_threshold_alone``, the yes alone no longer suffices either: there an
-   answer is verified only when the two readings agree (on the seven dev halves the
-   ordinary threshold verified 7 wrong answers there, between 0.66 and 0.72, and
-   this none). Asking the own answer of check 3's passages instead, whose prompt
+   answer is verified only when the two readings agree (on the seven dev halves a
+   guard ending at 0.66 verified 6 wrong answers between 0.66 and 0.72, and this
+   none). Asking the own answer of check 3's passages instead, whose prompt
    prefix is already read, costs 0.4 s rather than 2.3 s, and agreed with 4 of 18
    wrong answers in the band where this reading agreed with 1.
 

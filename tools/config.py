@@ -262,7 +262,7 @@ class Settings(BaseModel):
         "verify_threshold up to this value, it is verified only when it states the "
         "verifier's own answer to the question (check 5). Chosen on the seven new-documents "
         "dev halves (176 answerable questions, commit be71e62): right and wrong answers "
-        "verified at 0.66: 52 and 7 (all seven wrong between 0.66 and 0.72, none stating "
+        "verified at 0.66: 52 and 7 (six of the wrong between 0.66 and 0.72, none stating "
         "the own answer); 0.70: 46 and 2; 0.72: 44 and 1. 0 turns it off "
         "(docs_corpus/answering-and-verification.md).",
     )
