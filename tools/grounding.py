@@ -272,7 +272,7 @@ def cite_uncited(answer: str, passages: Sequence[str]) -> str:
     for statement, clauses in claims_with_citations(answer):
         if any(numbers for _, numbers in clauses):
             continue
-        best, _ = _best_holder(statement, passages, words)
+        best, _, _ = _best_holder(statement, passages, words)
         if best is not None:
             cited = cited.replace(statement, f"{statement.rstrip()} [{best + 1}]", 1)
     return cited
@@ -290,13 +290,14 @@ def _word_sets(passages: Sequence[str]) -> list[set[str]]:
 
 def _best_holder(
     text: str, passages: Sequence[str], words: list[set[str]]
-) -> tuple[int | None, list[int]]:
+) -> tuple[int | None, list[int], list[int]]:
     """The index of the passage that holds all of ``text``'s literals and the most of its
-    words (None when none holds them), and how many of its words each passage shares."""
+    words (None when none holds them), how many of its words each passage shares, and
+    the indexes of every passage holding all its literals."""
     said = set(_WORDS.findall(MARKER.sub("", text).lower()))
     shared = [len(said & passage) for passage in words]
     holders = [n for n, passage in enumerate(passages) if not missing_facts(text, passage)]
-    return (max(holders, key=shared.__getitem__) if holders else None), shared
+    return (max(holders, key=shared.__getitem__) if holders else None), shared, holders
 
 
 def recite_best(answer: str, passages: Sequence[str]) -> str:
@@ -313,10 +314,10 @@ def recite_best(answer: str, passages: Sequence[str]) -> str:
 
     def markers_for(clause: str, markers: str) -> str:
         cited = [n - 1 for n in cited_numbers(markers) if 1 <= n <= len(passages)]
-        best, shared = _best_holder(clause, passages, words)
+        best, shared, holders = _best_holder(clause, passages, words)
         if not cited or best is None or best in cited:
             return markers
-        lacking = all(missing_facts(clause, passages[n]) for n in cited)
+        lacking = not set(cited) & set(holders)
         clearer = shared[best] >= max(shared[n] for n in cited) + RECITE_MARGIN
         return f"[{best + 1}]" if lacking or clearer else markers
 
@@ -330,9 +331,8 @@ def missing_facts(statement: str, context: str) -> list[str]:
     backticks (``_PROSE_WORD``: `table_info`, `--allow-fs-read`, `/tmp`), except a
     block's first word, and each span in quotation marks as the phrase it is. From code
     (fenced or inline): every token, and an inline span of several words also as the
-    phrase it is. Each is looked for in the context as a
-    whole token (see ``_START``), ignoring case and thousands separators; line breaks
-    and spacing never matter.
+    phrase it is. Each is looked for in the context as a whole token (see ``_START``),
+    ignoring case and thousands separators; line breaks and spacing never matter.
     """
     prose, fenced = _blocks(_THOUSANDS.sub("", MARKER.sub("", statement)))
     haystack = _THOUSANDS.sub("", context)
