@@ -34,6 +34,7 @@ NEWDOCS_SETS = {
     "postfix": "postfix_questions.jsonl",
     "postgres": "postgres_questions.jsonl",
     "python": "python_questions.jsonl",
+    "rsyslog": "rsyslog_questions.jsonl",
     "sqlite": "sqlite_questions.jsonl",
 }
 
