@@ -21,9 +21,10 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from graph import prompts
+from graph.answer_text import adds_nothing, without_source_talk
 from graph.budget import takes_second_look
 from graph.configuration import settings_for
-from graph.context import context_message
+from graph.context import context_message, header_location
 from graph.draft import STEP, DraftStream, Event
 from graph.guard import decide, nearest_distance, refusal
 from graph.services import Services, services_of
@@ -359,12 +360,15 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
     attempts = state.get("attempts", 0) + 1
     write = stream_writer()
 
+    question = state["queries"][0]
+    locations = [header_location(p) for p in state["passages"]]
+
     def write_answer(**how: Any) -> str:
         sink = DraftStream(len(state["passages"]), attempts, write)
-        draft = _answer(
-            settings, services, state["queries"][0], state["passages"], config, sink=sink, **how
-        )
-        if not statements(draft):  # "[1]" alone: the 1.5B model gave no answer, as NOT_FOUND
+        draft = _answer(settings, services, question, state["passages"], config, sink=sink, **how)
+        draft = without_source_talk(draft, question, locations)
+        # "[1]" alone, or the question written back around a marker: no answer, as NOT_FOUND
+        if not statements(draft) or adds_nothing(question, draft):
             sink.withdraw()
             return prompts.NOT_FOUND
         return draft

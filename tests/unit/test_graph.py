@@ -133,6 +133,26 @@ def test_an_answer_of_citation_markers_alone_is_no_answer_and_gets_the_second_lo
     assert len(models.chats["verifier"].calls) == 1  # only the first question's
 
 
+def test_the_question_written_back_around_a_marker_is_no_answer_and_gets_the_second_look(
+    corpus_env, models
+):
+    models.answer = ["The way to install the service is [1].", "Run make demo [1]."]
+    out = ask(models, "What is the way to install the service?")
+    assert out["answer"].startswith("Run make demo")
+    assert len(models.chats["generator"].calls) == 2
+
+    models.answer = "The way to install the service is [1]."  # at the second look too
+    out = ask(models, "What is the way to install the service?")
+    assert out["outcome"] == "abstained" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
+
+
+def test_a_sentence_about_the_passages_is_left_out_of_the_answer(corpus_env, models):
+    models.answer = "Run make demo to install the service [1]. This is supported by passage [1]."
+    out = ask(models, "How do I install the service?")
+    assert out["outcome"] == "verified"
+    assert "passage" not in out["answer"] and out["answer"].startswith("Run make demo")
+
+
 def test_unsupported_answer_is_regenerated_with_feedback(corpus_env, models):
     models.answer = ["Install with `pip` [1].", "Run make demo to install the service [1]."]
     out = ask(models, "How do I install the service?")
