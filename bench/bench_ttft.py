@@ -12,7 +12,8 @@ draft token (what `rag ask` shows first on a terminal), the part of it after ret
 token), the whole answer, the prompt the generator read (characters of passages), and
 each time as a ratio to the first value on the idle machine, measured in the same run.
 The busy process is a pure-Python loop: one core taken, as by another user's job.
-``--vary llm_threads=0,1,2`` measures threads the same way.
+``--vary llm_threads=0,1,2`` measures threads the same way. A value may set other settings
+with it, joined by ``+``: ``--vary evidence=passages,sentences,sentences+evidence_chars=600``.
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def main() -> int:
     rows = []
     for load in args.loads.split(","):
         for value in values.split(","):
-            config = config_for(data_dir=data, llm_timeout_s=1800, **{name: value})
+            first, *others = value.split("+")
+            also = dict(other.split("=", 1) for other in others)
+            config = config_for(data_dir=data, llm_timeout_s=1800, **{name: first}, **also)
             burner = busy() if load == "busy" else None
             try:
                 timed_answer(app, WARM_UP, config)

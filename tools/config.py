@@ -212,10 +212,12 @@ class Settings(BaseModel):
     max_regenerations: int = Field(1, ge=0, le=5, description="Re-answers after a failed check.")
     second_look: bool = Field(
         True,
-        description="When the generator says the passages do not answer (full answers, "
-        "first attempt), ask it once more without that way out. That answer is verified "
-        "like any other: unverified, it is shown marked (or withheld with "
-        "on_unverified=abstain), never regenerated.",
+        description="When the generator says the passages do not answer, or writes the "
+        "question back with a marker where the answer goes (full answers, first attempt), "
+        "ask it once more without that way out. That answer is verified only by the "
+        "verifier's confidence alone reaching verify_threshold_alone (its first reading "
+        "found nothing, so two readings cannot agree); unverified, it is shown marked (or "
+        "withheld with on_unverified=abstain), never regenerated.",
     )
     on_unverified: Literal["return", "abstain"] = Field(
         "return", description="After the last failed check: return marked, or abstain."
