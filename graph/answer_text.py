@@ -1,7 +1,7 @@
 """What a draft says beyond the question: the two ways the 1.5B generator writes a
 sentence that answers nothing.
 
-Both were read in the rsyslog dev half (evaluation/data/newdocs/rsyslog), where 5 of 32
+Both were read in the rsyslog dev half (evaluation/data/newdocs/rsyslog), where 4 of 32
 drafts wrote the question back with a marker where the answer goes, and 2 added a
 sentence naming the passage's header ("This parameter is defined in the
 rsyslog/imfile.html document, lines 342-342. [1]"), whose line numbers are in no
@@ -38,8 +38,8 @@ _ABOUT_SOURCES = frozenset(
 
 
 def adds_nothing(question: str, draft: str) -> bool:
-    """Whether ``draft`` puts a marker where its answer goes ("The option that forces
-    state file writes to physical storage is [1].") and uses only the question's words
+    """Whether ``draft`` puts a marker where its answer goes ("The input parameter that
+    adds the port number to the inputname property is [1].") and uses only the question's words
     (stemmed, stopwords left out), saying neither yes nor no: it names nothing. Treated
     as NOT_FOUND, it gets the second look (graph/nodes.py). An answer that picks a
     literal the question named ("Assertion failed [1]") does not end in a marker slot."""
