@@ -52,7 +52,6 @@ VERDICT_KEYS = (
     "literal_choice",
     "second_opinion",
     "own_answer",
-    "second_look",
 )
 
 

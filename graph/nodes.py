@@ -413,7 +413,6 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
             agreed_threshold=settings.verify_threshold_agreed,
             alone_threshold=settings.verify_threshold_alone,
             extractive=settings.answer_style == "short",
-            second_look=bool(state.get("second_look")),
             config=config,
         )
         # the pairs are equal when settle was skipped: label what the reading was

@@ -71,8 +71,7 @@ ANSWER = Prompt(
 
 # A second look after the generator said NOT_FOUND: the 1.5B model said it with the
 # answer's sentence in the first passage it read (git's worktree page: "creates new
-# branch `hotfix`"). No way out this time, so the verifier must be sure of the answer alone
-# (graph/verification.py: the first reading found nothing, so two readings cannot agree).
+# branch `hotfix`"). No way out this time; the verifier judges the answer as any other.
 # v2: asked the way v1 asked, the 1.5B generator often replied with markers alone ("[3]",
 # "[1] [2]"), an answer with no statement. On 7 dev questions it had abstained on with
 # the answer in view, v1 got 2 answers (1 right), asking for full sentences that name

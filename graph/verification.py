@@ -342,7 +342,6 @@ def verify_answer(
     agreed_threshold: float = 1.0,
     alone_threshold: float = 0.0,
     extractive: bool = False,
-    second_look: bool = False,
     config: RunnableConfig | None = None,
 ) -> dict[str, Any]:
     """The verdict on ``draft``: ``grounded`` (verified), ``confidence`` and what failed.
@@ -350,11 +349,7 @@ def verify_answer(
     for every ``extractive`` (short-style) answer, which must also quote its passages.
     ``agreed_threshold`` replaces either for a full answer stating the verifier's own
     answer (check 5); ``alone_threshold`` raises the threshold for one that does not
-    (check 5 is asked from the lower of the two up to it). A ``second_look`` draft was
-    written after the generator's first reading found no answer: two readings already
-    disagree, so check 5 is not asked and the draft must reach the top of its band alone
-    (on the dev halves, an own answer agreed with a forced answer to an unanswerable
-    question: "connectiontimeout" for a keep-alive timeout, at 0.60).
+    (check 5 is asked from the lower of the two up to it).
 
     Raises ModelError when the verifier model cannot answer; the caller decides what
     an unchecked answer becomes.
@@ -402,9 +397,7 @@ def verify_answer(
     # check 5's band: there the yes alone decides nothing; the own answer agreeing
     # lowers the bar to the band's floor, and anything else raises it to its top
     band = (min(agreed_threshold, verdict["threshold"]), max(verdict["threshold"], alone_threshold))
-    if second_look:
-        verdict |= {"second_look": True, "threshold": band[1]}
-    elif band[0] <= confidence < band[1] and not (extractive or overruled):
+    if band[0] <= confidence < band[1] and not (extractive or overruled):
         own = own_answer(judge, question, passages, config=config)
         agrees = own_answer_agrees(question, draft, own)
         found = prompts.NOT_FOUND not in own

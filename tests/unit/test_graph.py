@@ -95,7 +95,7 @@ def test_model_saying_not_found_abstains(corpus_env, models):
     assert models.chats["verifier"].calls == []
 
 
-def test_after_not_found_a_second_look_is_verified_by_the_verifier_alone(corpus_env, models):
+def test_after_not_found_a_second_look_is_verified_like_any_answer(corpus_env, models):
     models.answer = [prompts.NOT_FOUND, "Run make demo to install the service [1]."]
     out = ask(models, "How do I install the service?")
     assert out["outcome"] == "verified" and out["answer"].startswith("Run make demo")

@@ -302,16 +302,3 @@ def test_with_agreement_off_an_agreeing_own_answer_keeps_the_ordinary_threshold(
         reader("k", "5", claim=0.62, own="5"), agreed_threshold=1.0, alone_threshold=0.66
     )
     assert verdict["own_answer"]["agrees"] and verdict["grounded"] and verdict["threshold"] == 0.6
-
-
-@pytest.mark.parametrize("claim", [0.55, 0.62])
-def test_a_second_look_is_never_rescued_by_agreement_and_needs_the_bands_top(claim):
-    model = reader("k", "5", claim=claim, own="5")
-    verdict = verify_with_own(model, alone_threshold=0.66, second_look=True)
-    assert not verdict["grounded"] and verdict["threshold"] == 0.66
-    assert "own_answer" not in verdict and verdict["second_look"] is True
-    assert not any("copied as written" in call[-1].text for call in model.calls)
-    sure = verify_with_own(
-        reader("k", "5", claim=0.7, own="5"), alone_threshold=0.66, second_look=True
-    )
-    assert sure["grounded"]
