@@ -1,10 +1,12 @@
 """Does the evidence still hold the answer? The evidence selector (tools/retrieval/evidence.py) on
 dev questions, without any LLM.
 
-    .venv/bin/python bench/bench_evidence.py [--corpus newdocs|docs] [--split dev] [--json]
+    .venv/bin/python bench/bench_evidence.py [--corpus newdocs|docs] [--set git]
+        [--split dev] [--json]
 
-``newdocs``: git's documentation (evaluation/data/newdocs) and its answerable questions;
-the evidence holds the answer when it holds a gold answer. ``docs``: docs_corpus and the
+``newdocs``: one set of evaluation/data/newdocs (``--set``: git, sqlite, postgres, nodejs,
+python, cmake, apache, postfix, rsyslog) and its answerable questions; the evidence holds
+the answer when it holds a gold answer. ``docs``: docs_corpus and the
 questions of the verifier benchmark's right documentation pairs; the evidence holds the
 answer when it holds every number, name and code token of the pair's right answer
 (tools/grounding.missing_facts), so a pair whose answer has none is left out. The corpus
@@ -44,14 +46,19 @@ BUDGETS = (600, 900, 1200, 1600)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=("newdocs", "docs"), default="newdocs")
+    parser.add_argument("--set", default="git", help="a newdocs set: its folder's name")
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.corpus == "newdocs":
-        folder = NEWDOCS / "git"
+        folder = NEWDOCS / args.set
+        # git's set came first and keeps the plain name
+        asked = NEWDOCS / (
+            "questions.jsonl" if args.set == "git" else f"{args.set}_questions.jsonl"
+        )
         questions = [
             (q.question, q.answers)
-            for q in load_questions(NEWDOCS / "questions.jsonl")
+            for q in load_questions(asked)
             if q.split == args.split and q.answerable
         ]
 
@@ -110,7 +117,7 @@ def main() -> int:
                 }
             )
     result = {
-        "corpus": args.corpus,
+        "corpus": args.corpus if args.corpus == "docs" else f"newdocs/{args.set}",
         "split": args.split,
         "questions": len(questions),
         "answer_in_passages": round(sum(ceiling) / len(ceiling), 3),
@@ -122,8 +129,8 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(
-        f"{args.corpus} {args.split}: {len(questions)} answerable questions; the answer is in the "
-        f"{settings.k} whole passages for {result['answer_in_passages']:.0%} "
+        f"{result['corpus']} {args.split}: {len(questions)} answerable questions; the answer is "
+        f"in the {settings.k} whole passages for {result['answer_in_passages']:.0%} "
         f"(median {whole_chars:.0f} characters)"
     )
     print("| keyword weight | budget | answer in evidence | of those in passages | chars |")
