@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from evaluation.splits import side_of
-from evaluation.squad import contains_answer, load_questions
+from evaluation.squad import NEWDOCS, contains_answer, load_questions, newdocs_questions
 from evaluation.verifier import docs_items
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.config import load_settings
@@ -38,7 +38,6 @@ from tools.retrieval.hybrid import make_retriever
 from tools.store.collection import Collection
 
 ROOT = Path(__file__).resolve().parents[1]
-NEWDOCS = ROOT / "evaluation" / "data" / "newdocs"
 WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 BUDGETS = (600, 900, 1200, 1600)
 
@@ -52,13 +51,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.corpus == "newdocs":
         folder = NEWDOCS / args.set
-        # git's set came first and keeps the plain name
-        asked = NEWDOCS / (
-            "questions.jsonl" if args.set == "git" else f"{args.set}_questions.jsonl"
-        )
         questions = [
             (q.question, q.answers)
-            for q in load_questions(asked)
+            for q in load_questions(newdocs_questions(args.set))
             if q.split == args.split and q.answerable
         ]
 

@@ -20,6 +20,8 @@ from evaluation.splits import SPLITS, Split, excluded_from_test, side_of
 from tools.answer_check import normalize_answer, states, token_overlap
 
 SQUAD_DEV = Path("squad2-dev") / "dev-v2.0.json"  # under the eval_data_dir setting
+# The new-documents question sets: one folder of pages per set, its questions beside it
+NEWDOCS = Path(__file__).parent / "data" / "newdocs"
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ def write_corpus(sample: SquadSample, path: Path) -> Path:
     if not path.is_file() or path.read_text(encoding="utf-8") != lines:
         path.write_text(lines, encoding="utf-8")
     return path
+
+
+def newdocs_questions(name: str) -> Path:
+    """The questions file of the new-documents set whose pages are in ``NEWDOCS / name``;
+    git's set came first and keeps the plain name."""
+    return NEWDOCS / ("questions.jsonl" if name == "git" else f"{name}_questions.jsonl")
 
 
 def load_questions(path: Path) -> list[QAItem]:

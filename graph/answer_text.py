@@ -39,10 +39,11 @@ _ABOUT_SOURCES = frozenset(
 
 def adds_nothing(question: str, draft: str) -> bool:
     """Whether ``draft`` puts a marker where its answer goes ("The input parameter that
-    adds the port number to the inputname property is [1].") and uses only the question's words
-    (stemmed, stopwords left out), saying neither yes nor no: it names nothing. Treated
-    as NOT_FOUND, it gets the second look (graph/nodes.py). An answer that picks a
-    literal the question named ("Assertion failed [1]") does not end in a marker slot."""
+    adds the port number to the inputname property is [1].") and uses only the
+    question's words (stemmed, stopwords left out), saying neither yes nor no: it names
+    nothing. Treated as NOT_FOUND, it gets the second look (graph/nodes.py). An answer
+    that picks a literal the question named ("Assertion failed [1]") does not end in a
+    marker slot."""
     text = strip_markers(draft, set())
     return (
         any(_MARKER_SLOT.search(s) for s in statements(draft))

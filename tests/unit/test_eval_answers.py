@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,10 +11,12 @@ from evaluation.answers import by_threshold, evaluate_answers
 from evaluation.datasets import DatasetError
 from evaluation.splits import side_of
 from evaluation.squad import (
+    NEWDOCS,
     QAItem,
     exact_match,
     load_questions,
     load_squad,
+    newdocs_questions,
     normalize_answer,
     token_f1,
 )
@@ -25,18 +26,17 @@ from tests.shared_data import SQUAD_FILE
 from tools import tracing
 from tools.config import load_settings
 
-NEWDOCS_DIR = Path(__file__).resolve().parents[2] / "evaluation/data/newdocs"
-NEWDOCS_SETS = {
-    "apache": "apache_questions.jsonl",
-    "cmake": "cmake_questions.jsonl",
-    "git": "questions.jsonl",
-    "nodejs": "nodejs_questions.jsonl",
-    "postfix": "postfix_questions.jsonl",
-    "postgres": "postgres_questions.jsonl",
-    "python": "python_questions.jsonl",
-    "rsyslog": "rsyslog_questions.jsonl",
-    "sqlite": "sqlite_questions.jsonl",
-}
+NEWDOCS_SETS = (
+    "apache",
+    "cmake",
+    "git",
+    "nodejs",
+    "postfix",
+    "postgres",
+    "python",
+    "rsyslog",
+    "sqlite",
+)
 
 
 def test_normalization_drops_case_punctuation_and_articles():
@@ -255,12 +255,12 @@ def test_where_the_gold_answer_was_when_an_answer_missed_it():
     assert answer_found(item, {"passages": [], "retrieval": {}}) == "not_retrieved"
 
 
-@pytest.mark.parametrize("pages", sorted(NEWDOCS_SETS))
+@pytest.mark.parametrize("pages", NEWDOCS_SETS)
 def test_the_new_documents_set_keeps_each_page_on_one_side(tmp_path, pages):
     from evaluation.splits import sources_on_both_sides
     from evaluation.squad import load_questions
 
-    items = load_questions(NEWDOCS_DIR / NEWDOCS_SETS[pages])
+    items = load_questions(newdocs_questions(pages))
     assert sources_on_both_sides(items) == set()
     for split in ("dev", "test"):
         asked = [i for i in items if i.split == split]
@@ -270,7 +270,7 @@ def test_the_new_documents_set_keeps_each_page_on_one_side(tmp_path, pages):
         # ingestion extracts it (HTML without its tags) holds the answer
         for item in asked:
             if item.answerable:
-                docs = extract_file(NEWDOCS_DIR / pages / item.context_id, item.context_id)
+                docs = extract_file(NEWDOCS / pages / item.context_id, item.context_id)
                 text = " ".join(section.text for doc in docs for section in doc.sections)
                 page = " ".join(text.split()).lower()
                 assert any(" ".join(a.lower().split()) in page for a in item.answers), item.id
