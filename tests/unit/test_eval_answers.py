@@ -28,6 +28,7 @@ from tools.config import load_settings
 
 NEWDOCS_SETS = (
     "apache",
+    "bind",
     "cmake",
     "git",
     "nodejs",
