@@ -56,11 +56,11 @@ def test_the_best_units_are_kept_in_reading_order_with_a_gap_between():
     scores[3] = 0.9  # the exit-code sentence
     [kept] = evidence.select([p], units, scores, budget_chars=100, neighbours=0)
     assert kept.text == (
-        "The special exit code 125 should be used when the current source code\n"
-        "cannot be tested." + evidence.GAP + "- `git bisect reset` ends it"
+        "# Bisect" + evidence.GAP + "The special exit code 125 should be used when the "
+        "current source code\ncannot be tested." + evidence.GAP + "- `git bisect reset` ends it"
     )
-    # the citation points at the lines kept: the exit-code sentence (13) to the item (17)
-    assert (kept.start_line, kept.end_line) == (13, 17)
+    # the citation points at the lines kept: the heading (10) to the item (17)
+    assert (kept.start_line, kept.end_line) == (10, 17)
 
 
 def test_a_unit_comes_with_its_neighbours_as_the_file_separates_them():
@@ -70,10 +70,45 @@ def test_a_unit_comes_with_its_neighbours_as_the_file_separates_them():
     scores[4] = 1.0  # "Any other code...": its neighbours are a sentence and a list item
     [kept] = evidence.select([p], units, scores, budget_chars=1, neighbours=1)
     assert kept.text == (
-        "The special exit code 125 should be used when the current source code\n"
-        "cannot be tested. Any other code above 0 marks the commit bad.\n\n"
+        "# Bisect" + evidence.GAP + "The special exit code 125 should be used when the "
+        "current source code\ncannot be tested. Any other code above 0 marks the commit bad.\n\n"
         "- `git bisect start` begins a session"
     )
+
+
+REFERENCE = (
+    "## Parameters\n"
+    "\n"
+    "#### TCP_FrameDelimiter\n"
+    "\n"
+    "| type | default |\n"
+    "|---|---|\n"
+    "| integer | 10 |\n"
+    "\n"
+    "Sets a custom frame delimiter for TCP transmission. It is used in traditional mode.\n"
+    "\n"
+    "#### KeepAlive\n"
+    "\n"
+    "Enable keep-alive packets.\n"
+)
+
+
+def test_a_unit_comes_with_the_heading_that_names_what_it_describes():
+    p = passage(REFERENCE, 1)
+    units = evidence.units_of([p])
+    described = next(i for i, u in enumerate(units) if u.text([p]).startswith("Sets a"))
+    assert units[units[described].heading].text([p]) == "#### TCP_FrameDelimiter"
+    assert units[0].heading is None and units[1].heading is None  # headings carry none
+    scores = [0.0] * len(units)
+    scores[described] = 1.0
+    [kept] = evidence.select([p], units, scores, budget_chars=1, neighbours=0)
+    assert kept.text == (
+        "#### TCP_FrameDelimiter" + evidence.GAP + "Sets a custom frame delimiter for TCP "
+        "transmission."
+    )
+    # the next section's unit comes with its own heading, not the one before
+    keep_alive = units[-1]
+    assert units[keep_alive.heading].text([p]) == "#### KeepAlive"
 
 
 def test_a_passage_with_no_chosen_unit_is_left_out_and_the_best_comes_first():
