@@ -54,16 +54,20 @@ def adds_nothing(question: str, draft: str) -> bool:
 
 def without_source_talk(draft: str, question: str, locations: Sequence[str]) -> str:
     """``draft`` without its sentences about where the answer is written: those naming a
-    passage, a document or a line number with no word but the question's, the passages'
-    header ``locations`` and words about sources. The headers are our labels, not the
-    documents' words; such a sentence tells the reader nothing the references list does
-    not, and a line number it copies fails check 2 for the whole answer. A draft that is
-    nothing else is left as it is: it then answers a question about the documents."""
-    allowed = set(tokenize(question + " " + " ".join(locations))) | _ABOUT_SOURCES
+    passage, a document or a line number with no word but the question's, the draft's
+    other sentences', the passages' header ``locations`` and words about sources. The
+    headers are our labels, not the documents' words; such a sentence tells the reader
+    nothing the rest of the answer and the references list do not ("The startmsg.regex
+    parameter is defined in the rsyslog/imfile.html document, lines 322-342."), and a
+    line number it copies fails check 2 for the whole answer. A draft that is nothing
+    else is left as it is: it then answers a question about the documents."""
+    labels = set(tokenize(question + " " + " ".join(locations))) | _ABOUT_SOURCES
     kept = draft
-    for sentence in statements(draft):
+    sentences = statements(draft)
+    for i, sentence in enumerate(sentences):
         text = strip_markers(sentence, set())
-        if _SOURCE_WORD.search(text) and set(tokenize(text)) <= allowed:
+        others = " ".join(strip_markers(s, set()) for j, s in enumerate(sentences) if j != i)
+        if _SOURCE_WORD.search(text) and set(tokenize(text)) <= labels | set(tokenize(others)):
             kept = re.sub(r"[ \t]*" + re.escape(sentence), "", kept, count=1)
     kept = kept.strip()
     return kept if statements(kept) else draft
