@@ -4,8 +4,8 @@ dev questions, without any LLM.
     .venv/bin/python bench/bench_evidence.py [--corpus newdocs|docs] [--set git]
         [--split dev] [--json]
 
-``newdocs``: one set of evaluation/data/newdocs (``--set``: git, sqlite, postgres, nodejs,
-python, cmake, apache, postfix, rsyslog) and its answerable questions; the evidence holds
+``newdocs``: one set of evaluation/data/newdocs (``--set``: git, sqlite, postgres, nodejs, bind,
+python, cmake, apache, postfix, rsyslog, nut) and its answerable questions; the evidence holds
 the answer when it holds a gold answer. ``docs``: docs_corpus and the
 questions of the verifier benchmark's right documentation pairs; the evidence holds the
 answer when it holds every number, name and code token of the pair's right answer

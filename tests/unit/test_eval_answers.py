@@ -32,6 +32,7 @@ NEWDOCS_SETS = (
     "cmake",
     "git",
     "nodejs",
+    "nut",
     "postfix",
     "postgres",
     "python",
