@@ -5,9 +5,9 @@ The generator read five whole passages (~1,300 prompt tokens) to find one senten
 sentence sat among a dozen others the small model could quote instead. Each passage is
 cut into units (a prose sentence, a list item, a table row, a heading, a whole code
 block); every unit is scored against the question and its rewrites, and the best units,
-each with its neighbours for context, are kept up to a character budget. What is kept
-stays a ``Passage`` of its file, with its line range narrowed to the units kept, so a
-citation still points at where the words are.
+each with its neighbours and the heading above it for context, are kept up to a character
+budget. What is kept stays a ``Passage`` of its file, with its line range narrowed to the
+units kept, so a citation still points at where the words are.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ GAP = "\n[...]\n"  # between units of one passage that were not adjacent
 # or code; never after "e.g." or "i.e.".
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)\s+(?=[A-Z0-9\"'(`*\[])")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_LINE_UNIT = re.compile(r"^\s*(?:[-*+] |\d+[.)] |\||#{1,6} |>)")  # list item, row, heading
 _HEADING = re.compile(r"#{1,6} ")
+# a list item, a table row, a heading or a quote: a unit of one line
+_LINE_UNIT = re.compile(r"^\s*(?:[-*+] |\d+[.)] |\||" + _HEADING.pattern + "|>)")
 _SEPARATOR_ROW = re.compile(r"^\|[\s:|-]+\|$")
 
 
@@ -120,7 +121,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
 
 def units_of(passages: Sequence[Passage]) -> list[Unit]:
     """Every passage's units in order; a table row below a header and its separator row
-    carries them."""
+    carries them, and every unit but a heading carries the heading above it."""
     units: list[Unit] = []
     for i, passage in enumerate(passages):
         text = passage.text
