@@ -4,12 +4,12 @@ dev questions, without any LLM.
     .venv/bin/python bench/bench_evidence.py [--corpus newdocs|docs] [--set git]
         [--split dev] [--json]
 
-``newdocs``: one set of evaluation/data/newdocs (``--set``: git, sqlite, postgres, nodejs, bind,
-python, cmake, apache, postfix, rsyslog, nut) and its answerable questions; the evidence holds
-the answer when it holds a gold answer. ``docs``: docs_corpus and the
-questions of the verifier benchmark's right documentation pairs; the evidence holds the
-answer when it holds every number, name and code token of the pair's right answer
-(tools/grounding.missing_facts), so a pair whose answer has none is left out. The corpus
+``newdocs``: one set of evaluation/data/newdocs (``--set``: the name of its folder of pages)
+and its answerable questions; the evidence holds the answer when it holds a gold answer.
+``docs``: docs_corpus and the questions of the verifier benchmark's right documentation
+pairs; the evidence holds the answer when it holds every number, name and code token of
+the pair's right answer (tools/grounding.missing_facts), so a pair whose answer has none
+is left out. The corpus
 is ingested with the default settings and every question retrieved as the graph
 retrieves it (k passages). Reported per selector setting (keyword weight, character
 budget): the share of questions whose evidence still holds the answer, beside the share
@@ -27,7 +27,13 @@ import tempfile
 from pathlib import Path
 
 from evaluation.splits import side_of
-from evaluation.squad import NEWDOCS, contains_answer, load_questions, newdocs_questions
+from evaluation.squad import (
+    NEWDOCS,
+    contains_answer,
+    load_questions,
+    newdocs_questions,
+    newdocs_sets,
+)
 from evaluation.verifier import docs_items
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.config import load_settings
@@ -45,7 +51,7 @@ BUDGETS = (600, 900, 1200, 1600)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=("newdocs", "docs"), default="newdocs")
-    parser.add_argument("--set", default="git", help="a newdocs set: its folder's name")
+    parser.add_argument("--set", default="git", choices=newdocs_sets(), help="a newdocs set")
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

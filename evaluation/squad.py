@@ -95,6 +95,11 @@ def write_corpus(sample: SquadSample, path: Path) -> Path:
     return path
 
 
+def newdocs_sets() -> list[str]:
+    """The new-documents sets: every folder of pages under ``NEWDOCS``, by name."""
+    return sorted(folder.name for folder in NEWDOCS.iterdir() if folder.is_dir())
+
+
 def newdocs_questions(name: str) -> Path:
     """The questions file of the new-documents set whose pages are in ``NEWDOCS / name``;
     git's set came first and keeps the plain name."""

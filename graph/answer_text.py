@@ -64,10 +64,13 @@ def without_source_talk(draft: str, question: str, locations: Sequence[str]) -> 
     labels = set(tokenize(question + " " + " ".join(locations))) | _ABOUT_SOURCES
     kept = draft
     sentences = statements(draft)
-    for i, sentence in enumerate(sentences):
-        text = strip_markers(sentence, set())
-        others = " ".join(strip_markers(s, set()) for j, s in enumerate(sentences) if j != i)
-        if _SOURCE_WORD.search(text) and set(tokenize(text)) <= labels | set(tokenize(others)):
+    texts = [strip_markers(sentence, set()) for sentence in sentences]
+    words = [set(tokenize(text)) for text in texts]
+    for i, (sentence, text) in enumerate(zip(sentences, texts, strict=True)):
+        if not _SOURCE_WORD.search(text):
+            continue
+        others = set().union(*(w for j, w in enumerate(words) if j != i))
+        if words[i] <= labels | others:
             kept = re.sub(r"[ \t]*" + re.escape(sentence), "", kept, count=1)
     kept = kept.strip()
     return kept if statements(kept) else draft

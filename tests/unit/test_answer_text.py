@@ -44,9 +44,10 @@ def test_sentences_naming_the_passages_are_dropped_and_nothing_else():
         "startmsg.regex parameter is defined in the rsyslog/imfile.html document, lines "
         "322-342. [1]"
     )
-    assert without_source_talk(
-        repeated, "Which parameter?", ["rsyslog/imfile.html, lines 322-342"]
-    ) == ("The startmsg.regex parameter recognises where a new message starts.")
+    assert (
+        without_source_talk(repeated, "Which parameter?", ["rsyslog/imfile.html, lines 322-342"])
+        == "The startmsg.regex parameter recognises where a new message starts."
+    )
     # a sentence about a document that says something else stays
     kept = "The document says the limit is 20,000 messages [1]."
     assert without_source_talk(kept, "What is the limit?", []) == kept
