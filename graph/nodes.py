@@ -411,6 +411,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
             threshold=thresholds.sentence,
             phrase_threshold=thresholds.phrase,
             agreed_threshold=settings.verify_threshold_agreed,
+            agreed_bare_threshold=settings.verify_threshold_agreed_bare,
             alone_threshold=settings.verify_threshold_alone,
             extractive=settings.answer_style == "short",
             config=config,

@@ -18,7 +18,11 @@ from tools.verifier_thresholds import record
 DEFAULTS = Settings()
 # with check 5 off (its band decides by agreement, whatever the form), enough for a
 # sentence on the verifier's yes alone, not for a bare phrase (verify_threshold_phrase)
-CHECK_5_OFF = {"verify_threshold_agreed": 1.0, "verify_threshold_alone": 0.0}
+CHECK_5_OFF = {
+    "verify_threshold_agreed": 1.0,
+    "verify_threshold_agreed_bare": 1.0,
+    "verify_threshold_alone": 0.0,
+}
 BETWEEN_THRESHOLDS = (DEFAULTS.verify_threshold + DEFAULTS.verify_threshold_phrase) / 2
 
 

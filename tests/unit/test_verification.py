@@ -244,6 +244,20 @@ def test_below_the_threshold_the_verifiers_own_answer_agreeing_suffices():
 
 
 @pytest.mark.parametrize(
+    ("answer", "claim", "grounded"),
+    [
+        ("`k` defaults to 5 [1].", 0.55, True),  # restates the question: agreed_threshold
+        ("It is 5 [1].", 0.55, False),  # a bare value: agreed_bare_threshold...
+        ("It is 5 [1].", 0.6, True),  # ...which it reaches here
+    ],
+)
+def test_an_own_answer_agreeing_with_a_bare_value_needs_the_higher_floor(answer, claim, grounded):
+    verdict = verify_with_own(own_reader("5", claim), answer=answer, agreed_bare_threshold=0.58)
+    assert verdict["grounded"] is grounded
+    assert ("own_answer" in verdict) is grounded  # below its floor, check 5 is not asked
+
+
+@pytest.mark.parametrize(
     "own",
     [
         "20",  # another answer
