@@ -34,7 +34,9 @@ answer is *verified* only if all pass:
 5. Below the threshold, a full answer may still be verified by two readings that agree
    (``own_answer``): the verifier, not shown the draft, answers the question from every
    passage the generator read, in reverse order, in a few copied words. When the draft
-   states that answer (``own_answer_agrees``), ``verify_threshold_agreed`` suffices. On
+   states that answer (``own_answer_agrees``), ``verify_threshold_agreed`` suffices
+   (``verify_threshold_agreed_bare`` for an answer that does not ``restates`` the
+   question: the own reading copies a salient wrong value as readily as a right one). On
    the dev halves of five sets of new documents (124 answerable questions), the
    verifier's confidence put right and wrong answers in one band (0.53-0.69); two
    readings agreeing verified 10 more right answers and no wrong one
