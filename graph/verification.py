@@ -35,8 +35,9 @@ answer is *verified* only if all pass:
    (``own_answer``): the verifier, not shown the draft, answers the question from every
    passage the generator read, in reverse order, in a few copied words. When the draft
    states that answer (``own_answer_agrees``), ``verify_threshold_agreed`` suffices
-   (``verify_threshold_agreed_bare`` for an answer that does not ``restates`` the
-   question: the own reading copies a salient wrong value as readily as a right one). On
+   (``verify_threshold_agreed_bare`` for an answer that does not restate the question,
+   ``restates``: the own reading copies a salient wrong value as readily as a right
+   one). On
    the dev halves of five sets of new documents (124 answerable questions), the
    verifier's confidence put right and wrong answers in one band (0.53-0.69); two
    readings agreeing verified 10 more right answers and no wrong one
@@ -123,13 +124,12 @@ def answer_form(question: str, draft: str) -> str:
 
 def restates(question: str, draft: str) -> bool:
     """Whether the answer says at least two of the question's words (stemmed, stopwords
-    left out) besides its own facts: "The directive that changes the file name httpd
-    looks for is AccessFileName" states the relation asked about, "RSYSLOG_spoofadr" (one
-    shared word, inside the name) does not. Check 5's agreement is weaker evidence for
-    a bare value: the verifier's own reading copies the same salient literal whether or
-    not it answers the question (six dev halves, 2026-11-27: between 0.50 and 0.60, two
-    of four agreeing bare answers were wrong, none of 18 agreeing restatements from
-    0.55)."""
+    left out): "The directive that changes the file name httpd looks for is
+    AccessFileName" states the relation asked about, "RSYSLOG_spoofadr" (one shared word,
+    inside the name) does not. Check 5's agreement is weaker evidence for a bare value:
+    the verifier's own reading copies the same salient literal whether or not it answers
+    the question (six dev halves, 2026-11-27: between 0.50 and 0.60, two of four agreeing
+    bare answers were wrong; from 0.55, none of 13 agreeing restatements)."""
     said = set(tokenize(strip_markers(draft, set())))
     return len(said & set(tokenize(question))) >= 2
 
