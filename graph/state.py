@@ -48,6 +48,9 @@ class OutputState(TypedDict, total=False):
 
 
 class State(InputState, OutputState, total=False):
+    # the generator's answer with its own passage numbers; finalize renumbers `passages`
+    # as `answer` cites them and leaves this as it was, so after finalize its markers
+    # point at the wrong passages: pair `answer` with `passages`, not this
     draft: str
     feedback: list[str]  # unsupported statements (with missing literals) from the last check
     abstain_reason: str
