@@ -112,26 +112,30 @@ WIN_MARGIN = 1.2
 OWN_ANSWER_TOKENS = 48
 
 
+def question_words_said(question: str, draft: str) -> set[str]:
+    """The question's words (stemmed, stopwords left out) that the answer says too: how
+    much of the relation asked about an answer states, which ``answer_form`` and
+    ``restates`` each weigh."""
+    return set(tokenize(strip_markers(draft, set()))) & set(tokenize(question))
+
+
 def answer_form(question: str, draft: str) -> str:
-    """ "phrase" when the answer repeats none of the question's words (stemmed, stopwords
-    left out): a bare name, date or value states no relation, so the verifier has to
-    infer from the passage that it answers *this* question, and the 1.5B verifier does
-    that less reliably (SQuAD dev: 76% precision at 0.62 for phrases, 88% for
-    sentences). "sentence" otherwise."""
-    said = set(tokenize(strip_markers(draft, set())))
-    return "sentence" if said & set(tokenize(question)) else "phrase"
+    """ "phrase" when the answer repeats none of the question's words: a bare name, date
+    or value states no relation, so the verifier has to infer from the passage that it
+    answers *this* question, and the 1.5B verifier does that less reliably (SQuAD dev:
+    76% precision at 0.62 for phrases, 88% for sentences). "sentence" otherwise."""
+    return "sentence" if question_words_said(question, draft) else "phrase"
 
 
 def restates(question: str, draft: str) -> bool:
-    """Whether the answer says at least two of the question's words (stemmed, stopwords
-    left out): "The directive that changes the file name httpd looks for is
-    AccessFileName" states the relation asked about, "RSYSLOG_spoofadr" (one shared word,
-    inside the name) does not. Check 5's agreement is weaker evidence for a bare value:
-    the verifier's own reading copies the same salient literal whether or not it answers
-    the question (six dev halves, 2026-11-27: between 0.50 and 0.60, two of four agreeing
-    bare answers were wrong; from 0.55, none of 13 agreeing restatements)."""
-    said = set(tokenize(strip_markers(draft, set())))
-    return len(said & set(tokenize(question))) >= 2
+    """Whether the answer says at least two of the question's words: "The directive that
+    changes the file name httpd looks for is AccessFileName" states the relation asked
+    about, "RSYSLOG_spoofadr" (one shared word, inside the name) does not. Check 5's
+    agreement is weaker evidence for a bare value: the verifier's own reading copies the
+    same salient literal whether or not it answers the question (six dev halves,
+    2026-11-27: between 0.50 and 0.60, two of four agreeing bare answers were wrong; from
+    0.55, none of 13 agreeing restatements)."""
+    return len(question_words_said(question, draft)) >= 2
 
 
 def agreement_of(draft: str, second: str) -> float:
