@@ -173,6 +173,51 @@ def _found(literal: str, text: str) -> bool:
     return re.search(_START + re.escape(literal) + _END, text, re.IGNORECASE) is not None
 
 
+# A quantity written out in prose and abbreviated in a passage: "24 hours" is the 24h of
+# a configuration reference, "50 megabytes" its 50M. Abbreviations keep their case, so
+# 30m (minutes) never stands for 30 megabytes. Units of time and size only: these are
+# the quantities reference pages abbreviate.
+_UNIT_ABBREVIATIONS = {
+    "second": ("s", "sec"),
+    "minute": ("m", "min"),
+    "hour": ("h", "hr"),
+    "day": ("d",),
+    "week": ("w",),
+    "byte": ("B",),
+    "kilobyte": ("K", "k", "KB", "kB", "KiB"),
+    "megabyte": ("M", "MB", "MiB"),
+    "gigabyte": ("G", "GB", "GiB"),
+}
+_QUANTITY = re.compile(
+    _START + r"(?P<number>\d+(?:[.,]\d+)*)\s+(?P<unit>" + "|".join(_UNIT_ABBREVIATIONS) + r")s?\b",
+    re.IGNORECASE,
+)
+
+
+def _qualified(name: str, context: str) -> bool:
+    """Whether ``context`` names ``name`` qualified by a module or object (`CycleError` in
+    "exception graphlib.CycleError"): an API reference names a class or function with its
+    module where it defines it, and an answer names it the way code calls it. Only names
+    that start with a letter: a number after a dot is a decimal's fraction."""
+    if not name[:1].isalpha():
+        return False
+    pattern = r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\." + re.escape(name) + _END
+    return re.search(pattern, context, re.IGNORECASE) is not None
+
+
+def _abbreviated(number: str, text: str, context: str) -> bool:
+    """Whether ``text`` writes ``number`` with a unit that ``context`` abbreviates after
+    the same number ("24 hours" in text, "24h" in context)."""
+    for quantity in _QUANTITY.finditer(text):
+        if quantity["number"] != number:
+            continue
+        short = _UNIT_ABBREVIATIONS[quantity["unit"].lower()]
+        pattern = _START + re.escape(number) + r" ?(?:" + "|".join(short) + r")" + _END
+        if re.search(pattern, context):
+            return True
+    return False
+
+
 # A name: letters first, then word characters, inner dots and hyphens ("Lamini",
 # `add_test`, `Node.js`, `console.error`, dial-on-demand); a number, an option (`--depth`)
 # or a path is none.
@@ -353,7 +398,12 @@ def missing_facts(statement: str, context: str) -> list[str]:
     for part in code:
         tokens = (t.rstrip(".:@=-/") for t in _CODE_TOKEN.findall(part))
         candidates += [t for t in tokens if any(c.isalnum() for c in t)]
-    missing = [c for c in dict.fromkeys(candidates) if not _found(c, haystack)]
+    said = "\n".join(prose)
+    missing = [
+        c
+        for c in dict.fromkeys(candidates)
+        if not (_found(c, haystack) or _qualified(c, haystack) or _abbreviated(c, said, haystack))
+    ]
     missing += [q for q in dict.fromkeys(quoted) if q and not found_phrase(q, haystack)]
     if missing:  # a phrase is only news when each of its words was found on its own
         return missing

@@ -474,3 +474,24 @@ def test_a_determiner_glued_to_a_file_suffix_is_not_a_dotted_name():
     # a dotted name is still one, and so is a JavaScript `this.` in prose
     assert missing_facts("Call zipapp.create_archive [1].", zipapp) == ["zipapp.create_archive"]
     assert missing_facts("Read this.server [1].", zipapp) == ["this.server"]
+
+
+def test_a_quantity_in_words_is_found_abbreviated_with_the_same_number_and_unit():
+    # Exim's retry chapter: "It cannot be set greater than 24h, which is its default value."
+    retry = "It cannot be set greater than 24h, which is its default value; 50M for size."
+    assert missing_facts("The largest interval is 24 hours [1][2].", retry) == []
+    assert missing_facts("Messages up to 50 megabytes are accepted [1].", retry) == []
+    # another number, or a unit the passage does not abbreviate after it, is still news
+    assert missing_facts("The largest interval is 12 hours [1].", retry) == ["12"]
+    assert missing_facts("The largest interval is 24 days [1].", retry) == ["24"]
+    assert missing_facts("Messages up to 50 minutes [1].", retry) == ["50"]
+
+
+def test_a_name_is_found_where_the_passage_qualifies_it_with_its_module():
+    # Python's graphlib.html defines "exception graphlib.CycleError"
+    graphlib = "exception graphlib.CycleError Subclass of ValueError raised by prepare()."
+    assert missing_facts("Catch CycleError [1].", graphlib) == []
+    # the qualified name must end there, and a number after a dot is a decimal's fraction
+    assert missing_facts("Catch Cycle [1].", graphlib) == ["Cycle"]
+    assert missing_facts("Catch CycleErrors [1].", graphlib) == ["CycleErrors"]
+    assert missing_facts("The ratio is 45 [1].", "The ratio is 4.45.") == ["45"]
