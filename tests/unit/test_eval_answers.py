@@ -269,6 +269,12 @@ def test_the_new_documents_set_keeps_each_page_on_one_side(tmp_path, pages):
                 text = " ".join(section.text for doc in docs for section in doc.sections)
                 page = " ".join(text.split()).lower()
                 assert any(" ".join(a.lower().split()) in page for a in item.answers), item.id
+    # the folder is what gets ingested: it holds the pages questions come from and
+    # nothing else (a provenance note beside the pages named the answers to the
+    # unanswerable questions, and an eval answered them from it)
+    asked_of = {item.context_id for item in items}
+    assert {f.name for f in (NEWDOCS / pages).iterdir()} <= asked_of
+    assert (NEWDOCS / f"{pages}_source.md").is_file()
     bad = tmp_path / "bad.jsonl"  # an injected overlap is seen
     bad.write_text(
         '{"question": "a", "answers": ["x"], "source": "p.txt", "split": "dev"}\n'
