@@ -413,6 +413,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
             agreed_threshold=settings.verify_threshold_agreed,
             agreed_bare_threshold=settings.verify_threshold_agreed_bare,
             alone_threshold=settings.verify_threshold_alone,
+            own_sure=settings.verify_own_answer_sure,
             extractive=settings.answer_style == "short",
             config=config,
         )

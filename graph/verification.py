@@ -71,7 +71,7 @@ from langchain_core.runnables import RunnableConfig
 
 from graph import prompts
 from graph.context import context_message
-from tools.answer_check import FirstTokenJudge, states, token_overlap
+from tools.answer_check import FirstTokenJudge, SureReply, states, token_overlap
 from tools.grounding import (
     blank_out,
     cited_clauses,
@@ -86,7 +86,6 @@ from tools.grounding import (
     strip_markers,
     swappable_literals,
 )
-from tools.resilient import invoke_text
 from tools.sanitize import addressed_to_model
 from tools.store.keyword_index import tokenize
 
@@ -269,21 +268,27 @@ def own_answer(
     passages: Sequence[dict[str, Any]],
     *,
     config: RunnableConfig | None = None,
-) -> str:
+) -> SureReply:
     """The verifier's own answer to ``question`` from every passage the generator read,
     in reverse order (keeping their numbers): a reading that has not seen the draft, and
     reads the passages in another order, so agreeing with it is not the generator's
-    position bias read twice."""
+    position bias read twice. With how sure it was of its first word (``sure``)."""
     order = list(range(len(passages), 0, -1))
     context = context_message([passages[n - 1] for n in order], order)
     ask = prompts.OWN_ANSWER.text.format(question=question, not_found=prompts.NOT_FOUND)
-    return invoke_text(
-        judge.model.bind(max_tokens=OWN_ANSWER_TOKENS, stream=False),
+    return judge.reply(
         [context, HumanMessage(ask)],
-        retries=judge.retries,
+        max_tokens=OWN_ANSWER_TOKENS,
         what="the verifier's own answer",
         config=config,
     )
+
+
+def sure_enough(own: SureReply, needed: float) -> bool:
+    """Whether the own answer was read sure enough to count: at least ``needed`` on its
+    first word. A reading that gives no probability is not sure of anything, unless
+    nothing is ``needed`` (0 turns the requirement off)."""
+    return needed == 0 or (own.sure is not None and own.sure >= needed)
 
 
 def own_answer_agrees(question: str, answer: str, own: str) -> bool:
@@ -361,6 +366,7 @@ def verify_answer(
     agreed_threshold: float = 1.0,
     agreed_bare_threshold: float = 1.0,
     alone_threshold: float = 0.0,
+    own_sure: float = 0.0,
     extractive: bool = False,
     config: RunnableConfig | None = None,
 ) -> dict[str, Any]:
@@ -370,7 +376,8 @@ def verify_answer(
     ``agreed_threshold`` replaces either for a full answer stating the verifier's own
     answer (check 5) that ``restates`` the question, ``agreed_bare_threshold`` for one
     that does not; ``alone_threshold`` raises the threshold for one that does not state
-    it (check 5 is asked from the lower of the two up to it).
+    it (check 5 is asked from the lower of the two up to it). Agreement counts only
+    when the own answer was at least ``own_sure`` sure of its first word.
 
     Raises ModelError when the verifier model cannot answer; the caller decides what
     an unchecked answer becomes.
@@ -421,9 +428,15 @@ def verify_answer(
     band = (min(floor, verdict["threshold"]), max(verdict["threshold"], alone_threshold))
     if band[0] <= confidence < band[1] and not (extractive or overruled):
         own = own_answer(judge, question, passages, config=config)
-        agrees = own_answer_agrees(question, draft, own)
-        found = prompts.NOT_FOUND not in own
-        verdict["own_answer"] = {"answer": own, "agrees": agrees, "found": found}
-        verdict["threshold"] = band[0] if agrees else band[1]
+        agrees = own_answer_agrees(question, draft, own.text)
+        sure = sure_enough(own, own_sure)
+        verdict["own_answer"] = {
+            "answer": own.text,
+            "agrees": agrees,
+            "found": prompts.NOT_FOUND not in own.text,
+            "sure": None if own.sure is None else round(own.sure, 4),
+            "sure_enough": sure,
+        }
+        verdict["threshold"] = band[0] if agrees and sure else band[1]
     confidence = round(confidence, 4)
     return {**verdict, "grounded": confidence >= verdict["threshold"], "confidence": confidence}

@@ -152,8 +152,13 @@ def own_answer_said(verdict: dict[str, Any]) -> str:
         return ""
     if not own.get("found", True):
         return "asked the question itself, the verifier found no answer in the passages"
-    same = " too" if own["agrees"] else ""
-    return f"asked the question itself, the verifier answered {own['answer']!r}{same}"
+    said = f"asked the question itself, the verifier answered {own['answer']!r}"
+    if not own["agrees"]:
+        return said
+    if own.get("sure_enough", True):
+        return f"{said} too"
+    sure = f"{own['sure']:.2f}" if own.get("sure") is not None else "unknown"
+    return f"{said} too, but was not sure of it (first word {sure})"
 
 
 def print_answer(out: dict[str, Any]) -> None:

@@ -50,6 +50,9 @@ class RuleChat(BaseChatModel):
     # first-token probabilities ({token: p}) for calls that ask for logprobs; None: the
     # model returns none, as some providers do
     first_token: Callable[[list[BaseMessage]], dict[str, float]] | None = None
+    # for calls that ask for logprobs and room for words (the verifier's own answer):
+    # the probability of the reply's first token
+    sure: float = 1.0
 
     @property
     def _llm_type(self) -> str:
@@ -57,6 +60,15 @@ class RuleChat(BaseChatModel):
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         self.calls.append(list(messages))
+        if (
+            kwargs.get("logprobs")
+            and self.first_token is not None
+            and kwargs.get("max_tokens", 1) > 1
+        ):
+            text = self.respond(list(messages))
+            content = [{"token": text, "logprob": math.log(self.sure), "top_logprobs": []}]
+            message = AIMessage(content=text, response_metadata={"logprobs": {"content": content}})
+            return ChatResult(generations=[ChatGeneration(message=message)])
         if kwargs.get("logprobs") and self.first_token is not None:
             top = [
                 {"token": token, "logprob": math.log(p)}

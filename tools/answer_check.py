@@ -37,7 +37,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from tools.config import Confidence, Settings
-from tools.errors import ModelOutputError, NoLogprobsError
+from tools.errors import EmptyReplyError, ModelOutputError, NoLogprobsError
 from tools.resilient import with_retries
 
 TOP_TOKENS = 10
@@ -52,6 +52,15 @@ class Reading(NamedTuple):
 
     shares: dict[str, float]
     method: str
+
+
+class SureReply(NamedTuple):
+    """A reply in a few words, and the probability the model gave its first word's
+    first token (None when the reply came without log-probabilities): how sure it was
+    of *which* value it copied, which the words themselves do not say."""
+
+    text: str
+    sure: float | None
 
 
 def _model_name(model: BaseChatModel) -> str:
@@ -90,6 +99,15 @@ def _logprob_shares(reply_metadata: dict, model: str, words: Sequence[str]) -> d
         if word is not None:
             mass[word] += math.exp(float(_field(alternative, "logprob")))
     return _normalised(mass, model, words)
+
+
+def first_word_probability(reply_metadata: dict) -> float | None:
+    """The probability of the reply's first token that is not blank, or None without
+    log-probabilities."""
+    for part in _field(reply_metadata.get("logprobs"), "content") or []:
+        if str(_field(part, "token") or "").strip():
+            return math.exp(float(_field(part, "logprob")))
+    return None
 
 
 def first_reading(method: Confidence) -> str:
@@ -166,6 +184,28 @@ class FirstTokenJudge:
     def yes(self, messages: list[BaseMessage], config: RunnableConfig | None = None) -> Reading:
         """P(yes) / (P(yes) + P(no)) for the first reply token, as ``shares["yes"]``."""
         return self.read(messages, ("yes", "no"), config)
+
+    def reply(
+        self,
+        messages: list[BaseMessage],
+        *,
+        max_tokens: int,
+        what: str,
+        config: RunnableConfig | None = None,
+    ) -> SureReply:
+        """A short greedy reply and how sure the model was of its first word, read from
+        log-probabilities when the verifier is read by them (a sampled verifier's
+        provider gives none, and is not asked)."""
+        asks = {"logprobs": True, "top_logprobs": 1} if self.method_in_use == "logprobs" else {}
+        bound = self.model.bind(max_tokens=max_tokens, stream=False, **asks)
+
+        def call() -> SureReply:
+            reply = bound.invoke(messages, config)
+            if not (text := reply.text.strip()):
+                raise EmptyReplyError(f"{what}: the model returned an empty reply")
+            return SureReply(text, first_word_probability(reply.response_metadata or {}))
+
+        return with_retries(call, retries=self.retries, what=what)
 
     def _from_logprobs(
         self, messages: list[BaseMessage], words: Sequence[str], config: RunnableConfig | None

@@ -272,6 +272,18 @@ class Settings(BaseModel):
         "reading agrees with a wrong bare value more often (six dev halves: two of four "
         "agreeing between 0.50 and 0.60 were wrong). 1 turns check 5 off for them.",
     )
+    verify_own_answer_sure: float = Field(
+        0.50,
+        ge=0.0,
+        le=1.0,
+        description="How sure the verifier's own answer (check 5) must be of its first "
+        "word, as the probability of its first token, for its agreeing with the answer to "
+        "count. Chosen on the thirteen new-documents dev halves (332 answerable questions, "
+        "2026-11-27): right and wrong answers verified with no requirement: 114 and 5; "
+        "0.40: 106 and 3; 0.50: 93 and 1 (chosen on nine halves, 71 and 1; the other four "
+        "22 and 0). A reading without log-probabilities (a sampled verifier) is never sure "
+        "enough. 0 turns it off (docs_corpus/answering-and-verification.md).",
+    )
     verify_threshold_alone: float = Field(
         0.72,
         ge=0.0,

@@ -221,6 +221,10 @@ def test_the_verifiers_own_reading_is_told_without_the_internal_marker():
     assert reason.endswith("the verifier found no answer in the passages.")
     other = {"answer": "20", "agrees": False, "found": True}
     assert "the verifier answered '20'." in unverified_reason({"own_answer": other})
+    unsure = {"answer": "20", "agrees": True, "found": True, "sure": 0.42, "sure_enough": False}
+    assert unverified_reason({"own_answer": unsure}).endswith(
+        "answered '20' too, but was not sure of it (first word 0.42)."
+    )
 
 
 def test_chat_prompt_says_which_passage_number_the_answer_gave_each(

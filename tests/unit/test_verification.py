@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 import pytest
+from langchain_core.messages import HumanMessage
 
 from graph import prompts
-from graph.verification import SURE_CLAIM, agreement_of, verify_answer
+from graph.verification import SURE_CLAIM, agreement_of, sure_enough, verify_answer
 from tests.fakes import RuleChat
-from tools.answer_check import FirstTokenJudge, normalize_answer, token_overlap
+from tools.answer_check import (
+    FirstTokenJudge,
+    SureReply,
+    first_word_probability,
+    normalize_answer,
+    token_overlap,
+)
 from tools.retrieval.hybrid import Passage
 
 PASSAGES = [
@@ -214,10 +222,12 @@ def test_a_literal_named_in_prose_is_not_put_to_the_reading_question():
     assert verdict["literal_choice"] is None and verdict["grounded"]
 
 
-def own_reader(own: str, claim: float) -> RuleChat:
+def own_reader(own: str, claim: float, sure: float = 1.0) -> RuleChat:
     """A verifier giving every claim ``claim``, and replying ``own`` when asked the
-    question itself."""
-    return RuleChat(respond=lambda _: own, first_token=lambda _: {"yes": claim, "no": 1 - claim})
+    question itself, ``sure`` of its first word."""
+    return RuleChat(
+        respond=lambda _: own, first_token=lambda _: {"yes": claim, "no": 1 - claim}, sure=sure
+    )
 
 
 def verify_with_own(model: RuleChat, answer: str = "`k` defaults to 5 [1].", **kw) -> dict:
@@ -236,7 +246,8 @@ def test_below_the_threshold_the_verifiers_own_answer_agreeing_suffices():
     model = own_reader("5 [1]", claim=0.55)
     verdict = verify_with_own(model)
     assert verdict["grounded"] and verdict["threshold"] == 0.5
-    assert verdict["own_answer"] == {"answer": "5 [1]", "agrees": True, "found": True}
+    own = {"answer": "5 [1]", "agrees": True, "found": True, "sure": 1.0, "sure_enough": True}
+    assert verdict["own_answer"] == own
     context, ask = model.calls[-1]
     # asked without the draft, of every passage the generator read, in reverse order
     assert "defaults to 5" not in ask.text and "What is the default k?" in ask.text
@@ -316,3 +327,26 @@ def test_with_agreement_off_an_agreeing_own_answer_keeps_the_ordinary_threshold(
         reader("k", "5", claim=0.62, own="5"), agreed_threshold=1.0, alone_threshold=0.66
     )
     assert verdict["own_answer"]["agrees"] and verdict["grounded"] and verdict["threshold"] == 0.6
+
+
+@pytest.mark.parametrize(("sure", "grounded"), [(0.49, False), (0.5, True), (0.9, True)])
+def test_an_agreeing_own_answer_counts_only_when_it_was_sure_of_its_first_word(sure, grounded):
+    # dev halves: four of five wrong answers verified by agreement were read at 0.37-0.48
+    verdict = verify_with_own(own_reader("5", claim=0.55, sure=sure), own_sure=0.5)
+    assert verdict["own_answer"]["agrees"] and verdict["own_answer"]["sure"] == sure
+    assert verdict["own_answer"]["sure_enough"] is grounded
+    assert verdict["grounded"] is grounded and verdict["threshold"] == (0.5 if grounded else 0.6)
+
+
+def test_an_own_answer_read_without_probabilities_is_sure_only_when_nothing_is_needed():
+    # a sampled verifier's provider gives no log-probabilities, and is not asked for them
+    judge = FirstTokenJudge(own_reader("5", claim=0.55), retries=0, method="sampled")
+    own = judge.reply([HumanMessage("What is the default k?")], max_tokens=8, what="own")
+    assert own == SureReply("5", None)
+    assert not sure_enough(own, 0.5) and sure_enough(own, 0.0)
+
+
+def test_the_first_words_probability_skips_blank_tokens():
+    content = [{"token": " ", "logprob": math.log(0.99)}, {"token": "-z", "logprob": math.log(0.4)}]
+    assert first_word_probability({"logprobs": {"content": content}}) == pytest.approx(0.4)
+    assert first_word_probability({}) is None
