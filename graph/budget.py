@@ -33,7 +33,7 @@ def most_model_calls(settings: Settings) -> dict[str, int]:
         "generate_queries": 1 + (settings.multi_query > 1),
         "guard": int(settings.guard != "off"),
         "rerank": max(2 * settings.k, settings.rerank_keep) if settings.rerank == "llm" else 0,
-        "generate_answer": max(answers, 2) if second_look else answers,
+        "generate_answer": max(answers, 3) if second_look else answers,
         "verify": answers * (VERIFIER_CALLS + second_opinion),
     }
     return {node: n for node, n in calls.items() if n}

@@ -38,6 +38,7 @@ from tools.grounding import (
     cite_holders,
     cite_uncited,
     cited_numbers,
+    copied_from,
     recite_best,
     renumber,
     statements,
@@ -363,30 +364,44 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
     question = state["queries"][0]
     locations = [header_location(p) for p in state["passages"]]
 
-    def write_answer(**how: Any) -> str:
+    texts = [p["text"] for p in state["passages"]]
+
+    def write_answer(*, copy: bool = False, **how: Any) -> str:
         sink = DraftStream(len(state["passages"]), attempts, write)
         draft = _answer(settings, services, question, state["passages"], config, sink=sink, **how)
         draft = without_source_talk(draft, question, locations)
-        # "[1]" alone, or the question written back around a marker: no answer, as NOT_FOUND
-        if not statements(draft) or adds_nothing(question, draft):
+        # "[1]" alone, the question written back around a marker, or a "copy" no passage
+        # holds: no answer, as NOT_FOUND
+        if (
+            not statements(draft)
+            or adds_nothing(question, draft)
+            or (copy and not copied_from(draft, texts))
+        ):
             sink.withdraw()
             return prompts.NOT_FOUND
         return draft
 
-    second_look = False
+    second_look = copied = False
     try:
         draft = write_answer(feedback=state.get("feedback"))
         if prompts.NOT_FOUND in draft and attempts == 1 and takes_second_look(settings):
             second_look = True
             draft = write_answer(prompt=prompts.ANSWER_SECOND_LOOK)
+            if prompts.NOT_FOUND in draft:  # asked as check 5 asks: copy the words
+                copied = True
+                draft = write_answer(prompt=prompts.OWN_ANSWER, copy=True)
     except ModelError as exc:
         return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}
-    texts = [p["text"] for p in state["passages"]]
     if settings.answer_style == "short":  # a quote is cited to the passage it copies
         draft = cite_holders(draft, texts)
     elif prompts.NOT_FOUND not in draft:  # cite what holds each statement
         draft = recite_best(cite_uncited(draft, texts), texts)
-    update: dict[str, Any] = {"draft": draft, "attempts": attempts, "second_look": second_look}
+    update: dict[str, Any] = {
+        "draft": draft,
+        "attempts": attempts,
+        "second_look": second_look,
+        "copied": copied and prompts.NOT_FOUND not in draft,
+    }
     if prompts.NOT_FOUND in draft:
         update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND
     return update
@@ -414,6 +429,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
             agreed_bare_threshold=settings.verify_threshold_agreed_bare,
             alone_threshold=settings.verify_threshold_alone,
             own_sure=settings.verify_own_answer_sure,
+            copied=bool(state.get("copied")),
             extractive=settings.answer_style == "short",
             config=config,
         )

@@ -55,6 +55,7 @@ class State(InputState, OutputState, total=False):
     feedback: list[str]  # unsupported statements (with missing literals) from the last check
     abstain_reason: str
     second_look: bool  # the draft was asked for after a NOT_FOUND: never regenerated
+    copied: bool  # ...and, after a second NOT_FOUND, copied as check 5 asks (OWN_ANSWER)
 
 
 # Fresh values of everything one question produces. A field added to State that a later
@@ -67,6 +68,7 @@ PER_QUESTION: dict[str, Any] = {
     "feedback": [],
     "abstain_reason": "",
     "second_look": False,
+    "copied": False,
     "verdict": {},
     "error": None,
     "guard": None,

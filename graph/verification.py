@@ -370,6 +370,7 @@ def verify_answer(
     agreed_bare_threshold: float = 1.0,
     alone_threshold: float = 0.0,
     own_sure: float = 0.0,
+    copied: bool = False,
     extractive: bool = False,
     config: RunnableConfig | None = None,
 ) -> dict[str, Any]:
@@ -380,7 +381,8 @@ def verify_answer(
     answer (check 5) that ``restates`` the question, ``agreed_bare_threshold`` for one
     that does not; ``alone_threshold`` raises the threshold for one that does not state
     it (check 5 is asked from the lower of the two up to it). Agreement counts only
-    when the own answer was at least ``own_sure`` sure of its first word.
+    when the own answer was at least ``own_sure`` sure of its first word, and never for a
+    ``copied`` draft: one written as check 5 asks is that reading already.
 
     Raises ModelError when the verifier model cannot answer; the caller decides what
     an unchecked answer becomes.
@@ -429,7 +431,12 @@ def verify_answer(
     # lowers the bar to the band's floor, and anything else raises it to its top
     floor = agreed_threshold if restates(question, draft) else agreed_bare_threshold
     band = (min(floor, verdict["threshold"]), max(verdict["threshold"], alone_threshold))
-    if band[0] <= confidence < band[1] and not (extractive or overruled):
+    in_band = band[0] <= confidence < band[1] and not (extractive or overruled)
+    if copied:  # the draft is check 5's reading already: a second one would be the same
+        verdict["copied"] = True
+        if in_band:
+            verdict["threshold"] = band[1]
+    elif in_band:
         own = own_answer(judge, question, passages, config=config)
         agrees = own_answer_agrees(question, draft, own.text)
         sure = sure_enough(own, own_sure)

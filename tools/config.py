@@ -220,9 +220,11 @@ class Settings(BaseModel):
         True,
         description="When the generator says the passages do not answer, or writes the "
         "question back with a marker where the answer goes (full answers, first attempt), "
-        "ask it once more without that way out. That answer is verified like any other: "
-        "unverified, it is shown marked (or withheld with on_unverified=abstain), never "
-        "regenerated.",
+        "ask it once more without that way out, and if it still names nothing, ask it to "
+        "copy the few words of the passages that answer (kept only if a passage holds "
+        "them as written). That answer is verified like any other (a copy on the yes "
+        "alone: check 5 asks the same question): unverified, it is shown marked (or "
+        "withheld with on_unverified=abstain), never regenerated.",
     )
     on_unverified: Literal["return", "abstain"] = Field(
         "return", description="After the last failed check: return marked, or abstain."

@@ -245,6 +245,14 @@ def found_phrase(span: str, text: str) -> bool:
 _QUOTE_EDGES = " \t\n.,;:!?\"'"
 
 
+def copied_from(reply: str, passages: Sequence[str]) -> bool:
+    """Whether a reply asked to copy the passages' words is a copy: its words, without
+    markers and the punctuation around them, occur as written in one passage. Anything
+    else was written, not copied, and is no answer to that request."""
+    words = quote_of(strip_markers(reply, set())).strip("`")
+    return bool(words) and any(found_phrase(words, text) for text in passages)
+
+
 def quote_of(clause: str) -> str:
     """The words a short answer's clause claims to copy: its text without the spacing and
     punctuation around it (an answer ends "... 1997." where the passage says "1997,")."""

@@ -121,6 +121,24 @@ def test_after_not_found_a_second_look_is_verified_like_any_answer(corpus_env, m
     assert out["outcome"] == "abstained" and len(models.chats["generator"].calls) == 7
 
 
+def test_after_two_not_founds_the_words_copied_from_a_passage_are_the_answer(corpus_env, models):
+    # dev halves: the 1.5B generator pointed at the passage ("[2] [3]", "... is [1].")
+    # where copying the words found the answer (OUTPUT_FILE, 40001, EXTERNAL)
+    models.answer = [prompts.NOT_FOUND, "[1]", "make demo"]
+    out = ask(
+        models, "How do I install the service?", CHECK_5_OFF | {"verify_threshold_alone": 0.9}
+    )
+    copy = models.chats["generator"].calls[2][-1].text
+    assert copy.startswith(prompts.OWN_ANSWER.text.split("{")[0])  # asked as check 5 asks
+    assert out["answer"].startswith("make demo [1]") and out["citations"]
+    # that reading is check 5's own: its agreement is not asked, the yes alone decides
+    assert out["verdict"]["copied"] and "own_answer" not in out["verdict"]
+
+    models.answer = [prompts.NOT_FOUND, "[1]", "make install-everything"]  # not a copy
+    out = ask(models, "How do I install the service?")
+    assert out["outcome"] == "abstained" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
+
+
 def test_an_answer_of_citation_markers_alone_is_no_answer_and_gets_the_second_look(
     corpus_env, models
 ):

@@ -350,3 +350,12 @@ def test_the_first_words_probability_skips_blank_tokens():
     content = [{"token": " ", "logprob": math.log(0.99)}, {"token": "-z", "logprob": math.log(0.4)}]
     assert first_word_probability({"logprobs": {"content": content}}) == pytest.approx(0.4)
     assert first_word_probability({}) is None
+
+
+@pytest.mark.parametrize(("claim", "grounded"), [(0.62, False), (0.71, False), (0.72, True)])
+def test_a_copied_draft_is_not_put_to_check_5_and_needs_the_guards_top(claim, grounded):
+    # the draft was written as check 5 asks: its own reading would be the same one
+    model = reader("5", claim=claim, own="5")  # picks its own literal when asked
+    verdict = verify_with_own(model, answer="5 [1]", alone_threshold=0.72, copied=True)
+    assert "own_answer" not in verdict and verdict["copied"] and verdict["grounded"] is grounded
+    assert not any("copied as written" in call[-1].text for call in model.calls)
