@@ -402,7 +402,12 @@ def missing_facts(statement: str, context: str) -> list[str]:
         first = _FIRST_WORD.match(text)
         candidates += _NUMBER.findall(text)
         named = _NAME.findall(text) + _PROSE_TOKEN.findall(text)
-        candidates += [w for w in named if not (first and w == first.group(1))]
+        # a capitalised first word is only the sentence's; a literal is one anywhere
+        # ("NOT_AUTH rcode is returned" where the passage says NOTAUTH)
+        opening = (
+            first.group(1) if first and not re.fullmatch(_PROSE_WORD, first.group(1)) else None
+        )
+        candidates += [w for w in named if w != opening]
     for part in code:
         tokens = (t.rstrip(".:@=-/") for t in _CODE_TOKEN.findall(part))
         candidates += [t for t in tokens if any(c.isalnum() for c in t)]

@@ -134,6 +134,14 @@ def test_prose_first_word_and_words_after_a_fence_are_not_names():
     assert missing_facts(statement, PASSAGES) == []
 
 
+def test_a_literal_opening_the_answer_is_still_a_literal():
+    # Knot test half: "NOT_AUTH rcode is returned" passed, where the passage says NOTAUTH
+    passage = "If the address does not fall into any of the ranges, NOTAUTH rcode is returned."
+    assert missing_facts("NOT_AUTH rcode is returned.", passage) == ["NOT_AUTH"]
+    assert missing_facts("NOTAUTH rcode is returned.", passage) == []
+    assert missing_facts("If the address does not fall into any range, it is.", passage) == []
+
+
 # --- properties on generated Markdown ----------------------------------------------------
 
 CODE_WORDS = st.one_of(
