@@ -25,8 +25,8 @@ def most_model_calls(settings: Settings) -> dict[str, int]:
     """The worst case per step, by the node that makes the calls; ``sum(...values())``
     is the total. A follow-up's rephrasing is counted: a thread may have history."""
     answers = 1 + settings.max_regenerations
-    # a second look after NOT_FOUND is a second call on the first attempt, never followed
-    # by a regeneration
+    # after NOT_FOUND, the second look and the copy (graph/nodes.py) are the second and
+    # third calls of the first attempt, never followed by a regeneration
     second_look = takes_second_look(settings)
     second_opinion = settings.answer_style == "short" and settings.second_opinion
     calls = {
