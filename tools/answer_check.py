@@ -37,8 +37,8 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from tools.config import Confidence, Settings
-from tools.errors import EmptyReplyError, ModelOutputError, NoLogprobsError
-from tools.resilient import with_retries
+from tools.errors import ModelOutputError, NoLogprobsError
+from tools.resilient import nonempty, with_retries
 
 TOP_TOKENS = 10
 SETTLE_PROBE = "Is 2 + 2 equal to 4? Reply with only yes or no."
@@ -201,8 +201,7 @@ class FirstTokenJudge:
 
         def call() -> SureReply:
             reply = bound.invoke(messages, config)
-            if not (text := reply.text.strip()):
-                raise EmptyReplyError(f"{what}: the model returned an empty reply")
+            text = nonempty(reply.text, what)
             return SureReply(text, first_word_probability(reply.response_metadata or {}))
 
         return with_retries(call, retries=self.retries, what=what)

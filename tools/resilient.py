@@ -112,11 +112,17 @@ def invoke_text(
                 sink.piece(chunk.text)
             sink.close()
             text = "".join(pieces).strip()
-        if not text:
-            raise EmptyReplyError(f"{what}: the model returned an empty reply")
-        return text
+        return nonempty(text, what)
 
     return with_retries(call, retries=retries, what=what)
+
+
+def nonempty(text: str, what: str) -> str:
+    """``text`` stripped; an empty reply raises, so the retry layer counts it as a failed
+    attempt rather than a model that answered nothing."""
+    if not (text := text.strip()):
+        raise EmptyReplyError(f"{what}: the model returned an empty reply")
+    return text
 
 
 class ResilientEmbeddings(Embeddings):
