@@ -52,6 +52,7 @@ VERDICT_KEYS = (
     "literal_choice",
     "second_opinion",
     "own_answer",
+    "copied",
 )
 
 
