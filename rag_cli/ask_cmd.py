@@ -136,7 +136,7 @@ def unverified_reason(verdict: dict[str, Any]) -> str:
             f"{verdict.get('threshold')})."
         )
     confidence = verdict.get("confidence")
-    own_reading = own_answer_said(verdict)
+    own_reading = own_answer_said(verdict) or copied_said(verdict)
     heard = f" {own_reading[:1].upper()}{own_reading[1:]}." if own_reading else ""
     return (
         f"the verifier is not sure the cited passages state this answer to this question "
@@ -159,6 +159,17 @@ def own_answer_said(verdict: dict[str, Any]) -> str:
         return f"{said} too"
     sure = f"{own['sure']:.2f}" if own.get("sure") is not None else "unknown"
     return f"{said} too, but was not sure of it (first word {sure})"
+
+
+def copied_said(verdict: dict[str, Any]) -> str:
+    """Why a third-look answer needs more than others: it is the words the generator
+    copied once two readings had found no answer, so no second reading can agree."""
+    if not verdict.get("copied"):
+        return ""
+    return (
+        "this answer is the passage's words the model copied after two readings found "
+        "none, so the verifier's yes alone must reach the threshold"
+    )
 
 
 def print_answer(out: dict[str, Any]) -> None:

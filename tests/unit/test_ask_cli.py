@@ -225,6 +225,8 @@ def test_the_verifiers_own_reading_is_told_without_the_internal_marker():
     assert unverified_reason({"own_answer": unsure}).endswith(
         "answered '20' too, but was not sure of it (first word 0.42)."
     )
+    copied = unverified_reason({"confidence": 0.62, "threshold": 0.72, "copied": True})
+    assert "(confidence 0.62, below 0.72). This answer is the passage's words" in copied
 
 
 def test_chat_prompt_says_which_passage_number_the_answer_gave_each(
