@@ -103,7 +103,7 @@ def invoke_text(
 
     def call() -> str:
         if sink is None:
-            text = model.invoke(messages, config).text.strip()
+            text = model.invoke(messages, config).text
         else:
             sink.start()
             pieces = []
@@ -111,7 +111,7 @@ def invoke_text(
                 pieces.append(chunk.text)
                 sink.piece(chunk.text)
             sink.close()
-            text = "".join(pieces).strip()
+            text = "".join(pieces)
         return nonempty(text, what)
 
     return with_retries(call, retries=retries, what=what)
