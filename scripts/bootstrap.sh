@@ -21,6 +21,15 @@ fi
 LLAMA_WHEEL="$(scripts/build_llama.sh)"
 LLAMA_DIR="$(dirname "$LLAMA_WHEEL")"
 
+# PyPI's torch for Linux is the CUDA build (about 2.7 GB with its libraries); PyTorch's
+# CPU index has the same version as a 190 MB CPU-only build, which pins `torch==X` match.
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu installs that one first.
+if [ -n "${TORCH_INDEX:-}" ]; then
+    step "installing torch from $TORCH_INDEX"
+    .venv/bin/pip install --progress-bar on --index-url "$TORCH_INDEX" \
+        "$(sed -n 's/^\(torch==[^ ;]*\).*/\1/p' requirements.lock)"
+fi
+
 stamp=".venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-12)-$(basename "$LLAMA_DIR")"
 if [ ! -f "$stamp" ]; then
     step "installing the project and its dependencies into .venv"
