@@ -13,6 +13,15 @@ There are two ways in, and the difference is the trust boundary:
   ``rag.toml``, ``RAG_*`` variables).
 
 The input may also carry ``collection``, ``k`` and ``rerank`` for one question.
+
+Each client's limits hold here, where the run's settings are resolved, not only at the
+server's door: a server run carries the client LangGraph's auth authenticated
+(``langgraph_auth_user_id``, set by the server after any request value is merged, so a
+request cannot forge it), and every resolution refuses a collection that client may
+not read and settings over ``max_model_calls``, whatever the request, the thread's
+saved state or an earlier turn said. Every node resolves its settings through
+``settings_for`` before it opens a collection or calls a model, so a routing mistake
+in front of the graph cannot widen what a client reads or spends.
 """
 
 from __future__ import annotations
@@ -23,10 +32,27 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from graph.budget import budget_problem
 from graph.state import InputState
-from tools.config import ConfigError, Settings, load_settings, request_overrides
+from tools.config import (
+    ConfigError,
+    Settings,
+    load_settings,
+    readable_collections,
+    request_overrides,
+)
 
 SETTINGS_KEY = "rag_settings"
+AUTH_USER_KEY = "langgraph_auth_user_id"  # the LangGraph server's authenticated identity
+# keys the LangGraph server puts in every run's configurable: a run that has them and no
+# authenticated identity is a server run nobody vouched for, held to the 'anyone' limits
+SERVER_RUN_KEYS = ("langgraph_request_id", "assistant_id", "graph_id")
+
+
+class AccessRefused(ConfigError):
+    """A run asked for what its client may not read or spend: the run stops here."""
+
+
 # what an input may set for one question: InputState's fields beyond the question itself
 PER_QUESTION_FIELDS = tuple(
     k for k in InputState.__annotations__ if k not in ("question", "messages")
@@ -51,7 +77,45 @@ def _apply(base: Settings, overrides: tuple[tuple[str, Any], ...]) -> Settings:
     return load_settings({**base.model_dump(), **dict(overrides)}, environ={})
 
 
+def run_client(configurable: dict[str, Any]) -> str | None:
+    """The server client a run is for, as LangGraph's auth named it ('operator' for the
+    server's own ``api_key``); None for an in-process caller, who is the operator."""
+    if isinstance(configurable.get(SETTINGS_KEY), Settings):
+        return None  # a Settings object: only in-process code can make one
+    client = configurable.get(AUTH_USER_KEY)
+    if isinstance(client, str) and client:
+        return client
+    return "anyone" if any(k in configurable for k in SERVER_RUN_KEYS) else None
+
+
+def client_problem(settings: Settings, client: str | None) -> str | None:
+    """Why a server client may not run with these settings, or None. The door
+    (server/app.py) says the same earlier and more kindly; this is the check that
+    cannot be routed around. In-process callers (``client`` None) are the operator."""
+    if client is None:
+        return None
+    readable = readable_collections(settings, client)
+    if readable is not None and settings.collection not in readable:
+        return f"unknown collection {settings.collection!r}"  # as a missing one reads
+    return budget_problem(settings)
+
+
 def settings_for(config: RunnableConfig | None, state: dict[str, Any] | None = None) -> Settings:
+    """The run's settings: the operator's base, the request's overrides, then the
+    question's own fields, checked against the run's client every time."""
+    settings = resolve_settings(config, state)
+    configurable = (config or {}).get("configurable") or {}
+    if problem := client_problem(settings, run_client(configurable)):
+        raise AccessRefused(problem)
+    return settings
+
+
+def resolve_settings(
+    config: RunnableConfig | None, state: dict[str, Any] | None = None
+) -> Settings:
+    """``settings_for`` without the client's limits: only for what reads no collection
+    and calls no model (the server's graph factory naming a run's trace, before the
+    run's input, which may name the collection, is known)."""
     configurable = (config or {}).get("configurable") or {}
     base = configurable.get(SETTINGS_KEY)
     if not isinstance(base, Settings):

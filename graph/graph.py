@@ -19,7 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from graph import nodes
-from graph.configuration import SETTINGS_KEY, settings_for
+from graph.configuration import SETTINGS_KEY, resolve_settings
 from graph.prompts import versions
 from graph.state import InputState, OutputState, State
 from tools import tracing
@@ -104,11 +104,12 @@ def make_graph(config: RunnableConfig) -> CompiledStateGraph:
     becomes the Langfuse session, and ``configurable.user_id`` the user.
 
     The run's config is a request, whatever route brought it (runs, batch, crons,
-    assistants, a merged ``checkpoint``): ``settings_for`` refuses any operator-only
-    setting in it, here and again in every node.
+    assistants, a merged ``checkpoint``): ``resolve_settings`` refuses any operator-only
+    setting in it here, and every node refuses it again with the client's limits
+    (``settings_for``), once the input that may name the collection is known.
     """
     configurable = config.get("configurable") or {}
-    settings = settings_for(config)
+    settings = resolve_settings(config)
     run_id = str(config.get("run_id") or configurable.get("run_id") or "") or None
     user_id = configurable.get("user_id")
     traced = _traced(

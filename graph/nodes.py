@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from graph import prompts
 from graph.answer_text import adds_nothing, without_source_talk
 from graph.budget import takes_second_look
-from graph.configuration import settings_for
+from graph.configuration import PER_QUESTION_FIELDS, settings_for
 from graph.context import context_message, header_location
 from graph.draft import STEP, DraftStream, Event
 from graph.guard import decide, nearest_distance, refusal
@@ -563,6 +563,9 @@ def finalize(state: State, config: RunnableConfig, services: Services) -> dict[s
         "guard": state.get("guard"),
         "prompts": prompts.versions(),
         "messages": [HumanMessage(state["question"]), AIMessage(answer)],
+        # the question's own settings end with it: a later turn on the thread that does
+        # not set them again runs on the request's settings, never on an earlier turn's
+        **dict.fromkeys(PER_QUESTION_FIELDS),
     }
 
 

@@ -70,6 +70,7 @@ PER_QUESTION: dict[str, Any] = {
     "second_look": False,
     "copied": False,
     "verdict": {},
+    "retrieval": {},
     "error": None,
     "guard": None,
     "timings": {},

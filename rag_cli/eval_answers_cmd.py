@@ -16,7 +16,7 @@ from evaluation.datasets import Dataset
 from evaluation.retrieval import prepare_collection
 from evaluation.splits import SPLITS, provenance
 from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
-from tools.config import Settings, with_overrides
+from tools.config import Settings, masked, with_overrides
 from tools.models.factory import embeddings
 from tools.store.collection import Collection
 
@@ -124,7 +124,7 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         "collection": collection,
         "collection_version": version,
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "settings": settings.model_dump(mode="json"),
+        "settings": masked(settings),  # secrets shown only as set (***), never their values
         "split": args.split if args.squad is not None or items[0].split else None,
         "provenance": measured_with,
     }

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_cli.terminal import safe_terminal
@@ -116,12 +117,27 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
         return _run(args)
 
 
+# Files this process makes hold user data (questions, answers, flags, traces, the
+# server's threads): owner-only, whatever the shell's umask. Children (the LangGraph
+# server of `rag serve`) inherit it.
+PRIVATE_UMASK = 0o077
+
+
+def _private(data_dir: Path) -> None:
+    """The data directory, 0700: what it holds is then out of other users' reach even
+    where an older version left a file world-readable."""
+    if data_dir.is_dir() and data_dir.stat().st_uid == os.getuid():
+        data_dir.chmod(0o700)
+
+
 def _run(args: argparse.Namespace) -> int:
+    umask = os.umask(PRIVATE_UMASK)
     try:
         settings = load_settings(
             _overrides(args), config_file=getattr(args, "config", None), source="command line"
         )
         without_unasked_telemetry(settings, os.environ)
+        _private(settings.data_dir)
         return args.run(args, settings)
     except (AssetError, ModelError) as exc:
         print(f"rag {args.command}: error: {exc}", file=sys.stderr)
@@ -134,6 +150,7 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     finally:
         tracing.flush()  # bounded by LANGFUSE_TIMEOUT; a no-op when tracing is off
+        os.umask(umask)
 
 
 if __name__ == "__main__":

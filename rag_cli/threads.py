@@ -66,10 +66,18 @@ class Threads:
 def open_threads(settings: Settings) -> Iterator[Threads]:
     if settings.store == "postgres":
         from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
 
-        with PostgresSaver.from_conn_string(settings.database_url) as saver:
+        from tools.store.postgres import connect  # its errors never show the password
+
+        conn = connect(settings.database_url)
+        conn.row_factory, conn.prepare_threshold = dict_row, 0  # as PostgresSaver needs
+        try:
+            saver = PostgresSaver(conn)
             saver.setup()  # creates or migrates its tables; idempotent
             yield Threads(saver, None)
+        finally:
+            conn.close()
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
 

@@ -47,7 +47,7 @@ from rag_ui.token import RequireToken
 from server.app import check_run_request
 from server.http_guard import HttpGuard, parse_json
 from tools import tracing
-from tools.config import Settings, choices
+from tools.config import OPERATOR, Settings, choices
 from tools.store.collection import list_collections
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,10 @@ class ChatApp:
         session = self._session(body)
         toggles = {k: body[k] for k in TOGGLES if body.get(k) not in (None, "")}
         question = body.get("question")
-        problem = check_run_request({"input": {"question": question, **toggles}}, self.settings)
+        # the page is the operator's own (its token is the operator's): every collection
+        problem = check_run_request(
+            {"input": {"question": question, **toggles}}, self.settings, OPERATOR
+        )
         if problem:
             raise BadRequest(422, problem.replace("'input.", "'"))
         if session.busy:

@@ -23,19 +23,20 @@ runs on its own threads, and is held to its quotas (server/quotas.py).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from starlette import routing
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from graph.budget import budget_problem
 from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, service_settings, settings_for
 from server.http_guard import HttpGuard, parse_json
 from server.quotas import Refusal, metadata_problem, quota_problem, usage_of
+from server.routes import Route, route_of
 from tools.config import (
     ConfigError,
     Settings,
@@ -45,19 +46,6 @@ from tools.config import (
 )
 from tools.store.collection import as_of_problem, list_collections
 
-RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream)?/?$")
-ASSISTANT_READS = re.compile(
-    r"^/assistants(/search|/count|/[^/]+(/graph|/schemas|/subgraphs.*)?)?/?$"
-)
-# Routes nothing in the product uses, each a way to store a config that runs later, to
-# queue many runs at once, to write state, or to reach state another client owns:
-# refused for every method.
-CLOSED_PATHS = re.compile(
-    r"^(/threads/[^/]+)?/runs/(crons|batch)|^/store|^/mcp|^/a2a|^/threads/prune"
-    r"|^/threads/[^/]+/copy"
-)
-STATE_WRITE = re.compile(r"^/threads/[^/]+/state/?$")  # POST writes a thread's values
-THREAD_PATCH = re.compile(r"^/threads/[^/]+/?$")
 # what a run's top-level ``config`` may hold: anything else (a setting put beside
 # ``configurable``) would be stored in the thread's record and break reading it back
 CONFIG_KEYS = frozenset({"configurable", "tags", "recursion_limit"})
@@ -113,7 +101,7 @@ def _check_messages(messages: Any) -> str | None:
     return None
 
 
-def check_run_request(body: Any, base: Settings, client: str = "anyone") -> str | None:
+def check_run_request(body: Any, base: Settings, client: str) -> str | None:
     """Return what is wrong with a run request, or None if it may go ahead. A collection
     the client may not read is refused exactly as one that does not exist."""
     if not isinstance(body, dict):
@@ -162,12 +150,16 @@ def _refused(refusal: Refusal) -> JSONResponse:
 
 
 class ValidateRuns(BaseHTTPMiddleware):
+    """The early, friendly refusals. The same rules are enforced again behind it: by the
+    auth handlers (server/auth.py) and by the graph where it reads (graph/configuration.py)."""
+
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        path, method = request.url.path, request.method
-        if CLOSED_PATHS.match(path) or (method == "POST" and STATE_WRITE.match(path)):
+        # the scope's path is what the router dispatches; request.url comes from the Host
+        path, method = request.scope["path"], request.method
+        route = route_of(method, path)
+        if route is Route.CLOSED:
             return JSONResponse({"detail": f"{path} is not served here"}, 404)
-        read = method == "GET" or path.rstrip("/") in ("/assistants/search", "/assistants/count")
-        if path.startswith("/assistants") and not (read and ASSISTANT_READS.match(path)):
+        if route is Route.ASSISTANT_WRITE:
             return JSONResponse(
                 {
                     "detail": "assistants are fixed by the operator; runs take per-request "
@@ -175,17 +167,13 @@ class ValidateRuns(BaseHTTPMiddleware):
                 },
                 403,
             )
-        is_run = method == "POST" and RUN_PATHS.match(path)
-        creates_thread = method == "POST" and path.rstrip("/") == "/threads"
-        patches_thread = method == "PATCH" and THREAD_PATCH.match(path)
-        cancels = method == "POST" and path.rstrip("/") == "/runs/cancel"
-        if not (is_run or creates_thread or patches_thread or cancels):
+        if route not in (Route.RUN, Route.CREATE_THREAD, Route.PATCH_THREAD, Route.CANCEL):
             return await call_next(request)
         try:
             body = parse_json(await request.body())
         except ValueError as exc:
             return JSONResponse({"detail": str(exc)}, 422)
-        if cancels and isinstance(body, dict) and body.get("status"):
+        if route is Route.CANCEL and isinstance(body, dict) and body.get("status"):
             return JSONResponse(
                 {
                     "detail": "cancelling by status reaches every client's runs: name "
@@ -193,18 +181,24 @@ class ValidateRuns(BaseHTTPMiddleware):
                 },
                 403,
             )
+        if route is Route.CREATE_THREAD and isinstance(body, dict) and body.get("supersteps"):
+            return JSONResponse(
+                {"detail": "'supersteps' writes a thread's state: not accepted here"}, 422
+            )
         base = service_settings()
         client = client_of(base, request.headers.get(API_KEY_HEADER, "")) or "anyone"
-        problem = check_run_request(body, base, client) if is_run else None
-        if problem:
-            return JSONResponse({"detail": problem}, 422)
+        if route is Route.RUN:  # reads the store: off the event loop
+            problem = await run_in_threadpool(check_run_request, body, base, client)
+            if problem:
+                return JSONResponse({"detail": problem}, 422)
         if refusal := metadata_problem(body, base):
             return _refused(refusal)
-        if is_run or creates_thread:
-            new_thread = creates_thread or not path.startswith("/threads/")
+        if route in (Route.RUN, Route.CREATE_THREAD):
+            new_thread = route is Route.CREATE_THREAD or not path.startswith("/threads/")
             new_thread |= isinstance(body, dict) and body.get("if_not_exists") == "create"
             usage = await usage_of(client)
-            if refusal := quota_problem(usage, base, new_thread=new_thread, run=bool(is_run)):
+            is_run = route is Route.RUN
+            if refusal := quota_problem(usage, base, new_thread=new_thread, run=is_run):
                 return _refused(refusal)
         return await call_next(request)
 
@@ -229,7 +223,7 @@ async def healthz(_: Request) -> JSONResponse:
     return JSONResponse({"ok": True})
 
 
-app = Starlette(routes=[Route("/healthz", healthz)])
+app = Starlette(routes=[routing.Route("/healthz", healthz)])
 app.add_middleware(ValidateRuns)
 app.add_middleware(RequireApiKey)
 app.add_middleware(  # added last, so it runs first

@@ -1,10 +1,17 @@
-"""Who is asking, for LangGraph's own resource filters (``auth`` in langgraph.json).
+"""Who is asking, and what LangGraph itself lets them do (``auth`` in langgraph.json).
 
 Each configured key is a client (``client_keys``, plus ``api_key`` as 'operator'). A
 thread is stamped with its creator in ``metadata.owner`` and every thread read,
 search, update, delete and run is filtered on it by the LangGraph server itself, so one
 client never sees another's conversations. With a single key every request is the same
 client, as before.
+
+These handlers are the second layer behind the middleware (server/app.py): they run
+inside LangGraph's own operations, whatever path or Host a request came by, so a
+routing mistake in front cannot open what the product does not serve. Only what the
+product uses is allowed: threads (owned), runs on them, assistant reads. The store,
+crons, assistant writes and thread state writes are refused here too, and a run's
+place in its client's quota is reserved here, atomically (server/quotas.py).
 """
 
 from __future__ import annotations
@@ -14,10 +21,16 @@ from typing import Any
 from langgraph_sdk import Auth
 
 from graph.configuration import service_settings
+from server.quotas import metadata_total_problem, reserve_run
 from tools.config import client_of
 
 API_KEY_HEADER = b"x-api-key"
 auth = Auth()
+
+
+def _refuse(status: int, detail: str, retry_after_s: int | None = None) -> None:
+    headers = {"Retry-After": str(retry_after_s)} if retry_after_s else None
+    raise Auth.exceptions.HTTPException(status_code=status, detail=detail, headers=headers)
 
 
 @auth.authenticate
@@ -28,8 +41,13 @@ async def authenticate(headers: dict[bytes, bytes]) -> str:
     return client
 
 
-@auth.on.threads
-async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+@auth.on
+async def not_served(ctx: Auth.types.AuthContext, value: Any) -> None:
+    """Everything no handler below allows: the store, crons, assistant writes."""
+    _refuse(404, f"{ctx.resource} {ctx.action} is not served here")
+
+
+def _stamp(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     owner = {"owner": ctx.user.identity}
     if isinstance(value, dict):  # create, update and run requests carry metadata
         metadata = value.get("metadata")
@@ -38,3 +56,53 @@ async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]
         if isinstance(metadata, dict):
             metadata.update(owner)
     return owner
+
+
+@auth.on.threads
+async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    return _stamp(ctx, value)
+
+
+@auth.on.threads.update
+async def update_own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """A metadata PATCH (capped as a whole) or a run cancel; never a state write
+    (``POST /threads/ID/state``, a thread created with ``supersteps``)."""
+    if value.get("action") is None and value.get("metadata") is None:
+        _refuse(404, "writing a thread's state is not served here")
+    if value.get("action") is None:  # PATCH /threads/ID: merged into what the thread holds
+        from langgraph_runtime_inmem.database import connect  # the server's runtime
+
+        async with connect() as conn:
+            thread = next(
+                (
+                    t
+                    for t in conn.store["threads"]
+                    if str(t["thread_id"]) == str(value.get("thread_id"))
+                ),
+                None,
+            )
+        current = (thread or {}).get("metadata")
+        if refusal := metadata_total_problem(current, value["metadata"], service_settings()):
+            _refuse(refusal.status, refusal.detail)
+        return _stamp(ctx, value)
+    return {"owner": ctx.user.identity}  # cancel: its metadata names runs, not the owner
+
+
+@auth.on.threads.create_run
+async def runs_within_quota(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """Owned like any thread write, and within the client's cap on active runs."""
+    owner = _stamp(ctx, value)
+    run_id = str(value.get("run_id") or id(value))
+    if refusal := await reserve_run(ctx.user.identity, run_id, service_settings()):
+        _refuse(refusal.status, refusal.detail, refusal.retry_after_s)
+    return owner
+
+
+@auth.on.assistants.read
+async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
+    return None
+
+
+@auth.on.assistants.search
+async def search_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
+    return None

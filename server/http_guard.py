@@ -5,6 +5,10 @@ on another origin can send requests, and a page on a rebinding host name (evil.e
 resolving to 127.0.0.1) is same-origin with it as far as the browser knows. So, before
 any route runs:
 
+- the request must be unambiguous: exactly one ``Host`` header of the exact form
+  ``name[:port]`` (no query, fragment, path, user part or trailing dot), at most one
+  ``X-API-Key``, and a path that starts with ``/``; anything else is a 400, because a
+  Host that parses two ways lets a check and the router read two different requests;
 - the ``Host`` header must name loopback or a host the operator listed
   (``allowed_hosts``), which defeats DNS rebinding;
 - a request carrying an ``Origin`` (every browser fetch or form post from a page does)
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -40,6 +45,11 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+# name[:port]: DNS labels (no trailing dot) or a bracketed IPv6 address, then a port
+EXACT_HOST = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-f:.]+\])(?::[0-9]{{1,5}})?\Z", re.I)
+# headers whose duplicates two layers could read differently (first or last)
+SINGLE_HEADERS = (b"host", b"x-api-key")
 NO_FRAMES = b"frame-ancestors 'none'"
 
 
@@ -51,6 +61,24 @@ def split_list(value: str) -> frozenset[str]:
 def headers_of(scope: Scope) -> dict[str, str]:
     """An ASGI request's headers, names lower-cased."""
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+def ambiguity(scope: Scope) -> str | None:
+    """Why this request could be read two ways (a 400), or None."""
+    for name in SINGLE_HEADERS:
+        if sum(1 for k, _ in scope["headers"] if k.lower() == name) > 1:
+            return f"more than one {name.decode()} header"
+    host = next((v for k, v in scope["headers"] if k.lower() == b"host"), b"")
+    if not EXACT_HOST.match(host.decode("latin-1")):
+        return "the Host header must be exactly name[:port]"
+    if not scope.get("path", "").startswith("/"):
+        return "the request target must be a path starting with '/'"
+    target = bytes(scope.get("raw_path") or b"")
+    # absolute form (some HTTP parsers keep it in raw_path): it must name the Host
+    absolute = target[:7].lower() == b"http://" or target[:8].lower() == b"https://"
+    if absolute and urlsplit(target.decode("latin-1")).netloc.lower() != host.decode().lower():
+        return "the request target names another host than the Host header"
+    return None
 
 
 def host_name(host_header: str) -> str:
@@ -89,6 +117,9 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         send = _unframeable(send)
+        if unclear := ambiguity(scope):
+            await reply(send, 400, unclear)
+            return
         headers = headers_of(scope)
         problem = self._problem(headers)
         if problem:

@@ -4,13 +4,22 @@ The LangGraph server keeps threads and runs in its in-memory runtime, in this pr
 every thread carries its creator in ``metadata.owner`` (server/auth.py). A client's
 usage is read from there when it asks for more: its threads, its runs pending or
 running (on its threads: a run has the thread's owner), and the bytes its thread
-records hold. Quotas refuse with a 429 and a ``Retry-After``; a client's cap on active
-runs is what keeps its backlog from holding the one worker's queue from the others.
+records, its run records and its threads' checkpoint history hold. Quotas refuse with
+a 429 and a ``Retry-After``; a client's cap on active runs is what keeps its backlog
+from holding the one worker's queue from the others.
+
+Two layers read the same counts. The middleware (server/app.py) refuses early and
+kindly; the auth handler that LangGraph calls as it inserts a run (server/auth.py)
+*reserves* the run's place with ``reserve_run``: counting and reserving happen with no
+``await`` between them, so a burst of parallel requests, which all pass the
+middleware seeing the same count, cannot all be queued.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +28,10 @@ from tools.config import Settings
 ACTIVE = ("pending", "running")
 RUN_RETRY_AFTER_S = 15  # about half an answer on the 2-core machine
 STORED_RETRY_AFTER_S = 600  # until the client deletes threads: not soon
+# a reservation counts until its run is in the runtime's records, or this long at most
+# (the run was refused after the reservation, or its insertion failed)
+RESERVATION_TTL_S = 60.0
+SIZES_KEPT = 10_000  # cached record sizes: (id, updated_at) -> bytes
 
 
 @dataclass(frozen=True)
@@ -35,26 +48,110 @@ class Refusal:
     retry_after_s: int | None = None
 
 
-def _size(record: dict[str, Any]) -> int:
+def _size(record: Any) -> int:
     return len(json.dumps(record, default=str))
 
 
+_sizes: dict[tuple[str, str], int] = {}
+
+
+def _record_size(kind: str, record: dict[str, Any], keys: tuple[str, ...]) -> int:
+    """A thread's or run's JSON size, cached by id and ``updated_at``: a quota check does
+    not re-encode a client's unchanged records on every request."""
+    key = (f"{kind}:{record.get(f'{kind}_id')}", str(record.get("updated_at")))
+    if key not in _sizes:
+        if len(_sizes) >= SIZES_KEPT:
+            _sizes.clear()
+        _sizes[key] = _size({k: record.get(k) for k in keys})
+    return _sizes[key]
+
+
+def _checkpoint_bytes(thread_ids: Iterable[str]) -> int:
+    """The serialised checkpoint history of these threads in the in-memory checkpointer
+    (bytes as stored: nothing is encoded to count them)."""
+    from langgraph_runtime_inmem import checkpoint  # the server's runtime, not ours
+
+    storage = getattr(checkpoint.MEMORY, "storage", None) or {}
+    total = 0
+    for thread_id in thread_ids:
+        if thread_id not in storage:  # a defaultdict: never index a missing key
+            continue
+        for namespace in storage[thread_id].values():
+            for entry in namespace.values():
+                for part in entry[:2]:  # (checkpoint, metadata) as (type, bytes)
+                    if isinstance(part, tuple) and isinstance(part[-1], bytes | bytearray):
+                        total += len(part[-1])
+    return total
+
+
+def _owned_runs(store: dict[str, Any], client: str, threads: set[str]) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in store["runs"]
+        if str(r["thread_id"]) in threads or (r.get("metadata") or {}).get("owner") == client
+    ]
+
+
+def _usage(store: dict[str, Any], client: str) -> Usage:
+    threads = [t for t in store["threads"] if (t.get("metadata") or {}).get("owner") == client]
+    owned = {str(t["thread_id"]) for t in threads}
+    runs = _owned_runs(store, client, owned)
+    active = sum(1 for r in runs if r["status"] in ACTIVE)
+    stored = sum(_record_size("thread", t, ("metadata", "values", "config")) for t in threads)
+    stored += sum(_record_size("run", r, ("metadata", "kwargs")) for r in runs)
+    stored += _checkpoint_bytes(owned)
+    return Usage(len(threads), active, stored)
+
+
 async def usage_of(client: str) -> Usage:
-    """The client's share of the in-memory runtime's threads and runs."""
+    """The client's share of the in-memory runtime's threads, runs and checkpoints."""
     from langgraph_runtime_inmem.database import connect  # the server's runtime, not ours
 
     async with connect() as conn:
-        threads = [
-            t for t in conn.store["threads"] if (t.get("metadata") or {}).get("owner") == client
-        ]
-        owned = {t["thread_id"] for t in threads}
-        active = sum(
-            1 for r in conn.store["runs"] if r["thread_id"] in owned and r["status"] in ACTIVE
-        )
-        stored = sum(
-            _size({k: t.get(k) for k in ("metadata", "values", "config")}) for t in threads
-        )
-    return Usage(len(threads), active, stored)
+        return _usage(conn.store, client)
+
+
+_reserved: dict[str, dict[str, float]] = {}  # client -> run id -> when reserved
+
+
+async def reserve_run(client: str, run_id: str, settings: Settings) -> Refusal | None:
+    """Count the client's active runs and, if one more is allowed, reserve its place:
+    atomic on the server's event loop (nothing between the count and the reservation
+    awaits). The reservation ends when the run appears in the runtime's records."""
+    from langgraph_runtime_inmem.database import connect  # the server's runtime, not ours
+
+    async with connect() as conn:
+        store = conn.store
+        threads = {
+            str(t["thread_id"])
+            for t in store["threads"]
+            if (t.get("metadata") or {}).get("owner") == client
+        }
+        runs = _owned_runs(store, client, threads)
+        recorded = {str(r["run_id"]) for r in store["runs"]}
+        now = time.monotonic()
+        mine = _reserved.setdefault(client, {})
+        for held, since in list(mine.items()):
+            if held in recorded or now - since > RESERVATION_TTL_S:
+                del mine[held]
+        active = sum(1 for r in runs if r["status"] in ACTIVE) + len(mine)
+        if active >= settings.client_max_active_runs:
+            return Refusal(
+                429,
+                f"you have {active} runs pending or running, the most "
+                "client_max_active_runs allows: wait for one to finish",
+                RUN_RETRY_AFTER_S,
+            )
+        mine[run_id] = now
+        return None
+
+
+def metadata_total_problem(
+    current: dict[str, Any] | None, patch: Any, settings: Settings
+) -> Refusal | None:
+    """A PATCH merges metadata: the merged whole must fit, not only the patch."""
+    merged = {**(current or {}), **(patch if isinstance(patch, dict) else {})}
+    return metadata_problem({"metadata": merged}, settings)
 
 
 def metadata_problem(body: Any, settings: Settings) -> Refusal | None:

@@ -555,10 +555,13 @@ def client_collection_pairs(value: str) -> list[tuple[str, frozenset[str]]]:
     return [(name, frozenset(names.split("+"))) for name, names in client_pairs(value)]
 
 
+OPERATOR = "operator"  # the client the server's own api_key names: reads every collection
+
+
 def client_of(settings: Settings, key: str) -> str | None:
     """The name of the server client whose key this is, compared in constant time; with
     no key configured every request is the one client 'anyone'. None: no such key."""
-    clients = [("operator", settings.api_key)] if settings.api_key else []
+    clients = [(OPERATOR, settings.api_key)] if settings.api_key else []
     clients += client_pairs(settings.client_keys)
     if not clients:
         return "anyone"
@@ -572,7 +575,7 @@ def client_of(settings: Settings, key: str) -> str | None:
 def readable_collections(settings: Settings, client: str) -> frozenset[str] | None:
     """The collections a server client may read; None: every one (no client_collections
     set, or the operator). A client the setting does not list reads none."""
-    if not settings.client_collections or client == "operator":
+    if not settings.client_collections or client == OPERATOR:
         return None
     return dict(client_collection_pairs(settings.client_collections)).get(client, frozenset())
 
@@ -698,9 +701,25 @@ def did_you_mean(name: str) -> str:
     return "; known settings: " + ", ".join(sorted(Settings.model_fields))
 
 
-def redacted_url(url: str) -> str:
-    """A connection URL with its password shown as ***, for display and errors."""
-    return re.sub(r"(://[^:/@]*:).*@(?=[^@]*$)", r"\1***@", url)
+# libpq's secret parameters, wherever a connection string can carry them
+_SECRET_PARAMS = r"password|sslpassword|passfile|sslkey|api[_-]?key|secret|token"
+_REDACTIONS = (
+    # userinfo of a URL: scheme://user:password@host (the last @ ends it)
+    (re.compile(r"(://[^:/@\s]*:)[^\s]*@(?=[^@\s]*)"), r"\1***@"),
+    # a query parameter: ...?password=x&... or ;password=x
+    (re.compile(rf"([?&;](?:{_SECRET_PARAMS})=)[^&;#\s]*", re.I), r"\1***"),
+    # a key=value connection string: host=h password='a b' user=u
+    (re.compile(rf"(\b(?:{_SECRET_PARAMS})\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'&;#]+)", re.I), r"\1***"),
+)
+
+
+def redacted_url(text: str) -> str:
+    """Text with every password a connection string can hold shown as ***: a URL's
+    userinfo, its query parameters and libpq's key=value form. The one redaction
+    function: every URL or DSN that is printed, logged or raised goes through it."""
+    for pattern, replacement in _REDACTIONS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def masked(settings: Settings) -> dict[str, Any]:
@@ -708,7 +727,8 @@ def masked(settings: Settings) -> dict[str, Any]:
     shown only as set (***), never their values."""
     out: dict[str, Any] = {}
     for key, value in settings.model_dump().items():
-        out[key] = str(value) if isinstance(value, Path) else value
+        value = str(value) if isinstance(value, Path) else value
+        out[key] = redacted_url(value) if isinstance(value, str) else value
     if settings.api_key:
         out["api_key"] = "***"
     if settings.database_url:

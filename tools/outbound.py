@@ -17,15 +17,9 @@ from tools.config import Settings, redacted_url
 from tools.models.factory import ROLES, chat_spec
 from tools.models.spec import parse_model_spec
 
-LANGSMITH_VARS = (
-    "LANGSMITH_API_KEY",
-    "LANGCHAIN_API_KEY",
-    "LANGSMITH_CONTROL_PLANE_API_KEY",
-    "LANGSMITH_TRACING",
-    "LANGCHAIN_TRACING_V2",
-    "LANGSMITH_ENDPOINT",
-    "LANGCHAIN_ENDPOINT",
-)
+# LangSmith's variables, under both of its names: every one of them is removed (new
+# ones, such as LANGSMITH_RUNS_ENDPOINTS, keep appearing), never a list kept by hand
+LANGSMITH_PREFIXES = ("LANGSMITH_", "LANGCHAIN_")
 PROVIDER_HOSTS = {"openai": "https://api.openai.com/v1"}
 
 
@@ -33,7 +27,7 @@ def without_unasked_telemetry(settings: Settings, env: MutableMapping[str, str])
     """Remove LangSmith's variables from ``env`` (os.environ, or a server's) unless asked."""
     if settings.langsmith:
         return
-    for name in LANGSMITH_VARS:
+    for name in [n for n in env if n.startswith(LANGSMITH_PREFIXES)]:
         env.pop(name, None)
     env["LANGSMITH_TRACING"] = "false"
 
@@ -45,7 +39,12 @@ def destinations(settings: Settings) -> list[str]:
     specs.append((parse_model_spec(settings.embedding_model, kind="embedding"), "embedding model"))
     for spec, what in specs:
         if spec.provider != "local":
-            where = spec.base_url or PROVIDER_HOSTS.get(spec.provider, f"litellm: {spec.name}")
+            default = os.environ.get("OPENAI_BASE_URL") if spec.provider == "openai" else None
+            where = (
+                spec.base_url
+                or default
+                or PROVIDER_HOSTS.get(spec.provider, f"litellm: {spec.name}")
+            )
             found.setdefault(where, []).append(what)
     if settings.chroma_host:
         found.setdefault(f"http://{settings.chroma_host}", []).append("vectors (Chroma)")
@@ -54,7 +53,11 @@ def destinations(settings: Settings) -> list[str]:
             "documents, vectors and conversations (PostgreSQL)"
         )
     if tracing.mode(settings) == "langfuse":
-        host = os.environ.get("LANGFUSE_BASE_URL") or "https://cloud.langfuse.com"
+        host = (
+            os.environ.get("LANGFUSE_BASE_URL")
+            or os.environ.get("LANGFUSE_HOST")  # the SDK's older name for it
+            or "https://cloud.langfuse.com"
+        )
         found.setdefault(host, []).append("traces (Langfuse)")
     if settings.langsmith:
         host = os.environ.get("LANGSMITH_ENDPOINT") or "https://api.smith.langchain.com"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rag_cli.serve_cmd import server_env
 from tools.config import load_settings
-from tools.outbound import LANGSMITH_VARS, destinations, without_unasked_telemetry
+from tools.outbound import destinations, without_unasked_telemetry
 
 
 def test_langsmith_keys_never_reach_the_server_unless_asked(monkeypatch):
@@ -18,9 +18,17 @@ def test_langsmith_keys_never_reach_the_server_unless_asked(monkeypatch):
 
 
 def test_the_cli_process_drops_them_too():
-    env = {name: "x" for name in LANGSMITH_VARS}
+    names = [
+        "LANGSMITH_API_KEY",
+        "LANGCHAIN_API_KEY",
+        "LANGSMITH_TRACING_V2",
+        "LANGSMITH_RUNS_ENDPOINTS",
+        "LANGCHAIN_TRACING_V2",
+        "LANGSMITH_ENDPOINT",
+    ]
+    env = {name: "x" for name in names} | {"PATH": "/bin"}
     without_unasked_telemetry(load_settings(), env)
-    assert env == {"LANGSMITH_TRACING": "false"}
+    assert env == {"LANGSMITH_TRACING": "false", "PATH": "/bin"}
 
 
 def test_destinations_name_every_remote_address(monkeypatch):

@@ -168,6 +168,8 @@ def embeddings(settings: Settings) -> Embeddings:
 
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# litellm routes that send OPENAI_API_KEY from the environment when no key is given
+LITELLM_OPENAI_ROUTES = ("openai/", "custom_openai/", "text-completion-openai/")
 
 
 def key_base_url() -> str:
@@ -180,7 +182,7 @@ def _litellm_key(spec: ModelSpec, setting: str) -> str | None:
     gives: without it litellm refuses to call even a server that needs none, or sends
     ``OPENAI_API_KEY`` to whatever host the spec names. Other providers read their own
     keys from the environment, as litellm documents."""
-    if spec.base_url and spec.name.startswith("openai/"):
+    if spec.base_url and spec.name.startswith(LITELLM_OPENAI_ROUTES):
         return _openai_key(spec, setting)
     return None
 

@@ -31,7 +31,7 @@ from tools.store.chroma_vectors import ChromaChunkStore, chroma_client, drop_vec
 from tools.store.keyword_index import TOKENIZER_VERSION
 from tools.store.manifest import SCHEMA_VERSION, Manifest
 from tools.store.pg_manifest import PgManifest
-from tools.store.pg_snapshots import version_snapshot
+from tools.store.pg_snapshots import SNAPSHOTS_KEPT, version_snapshot
 from tools.store.pg_vectors import PgChunkStore
 from tools.store.protocol import ChunkVectors
 
@@ -72,6 +72,9 @@ def check_name(name: str) -> str:
     return name
 
 
+_SNAPSHOT_THREADS = threading.Lock()  # flock is per process: threads queue here first
+
+
 def manifest_path(settings: Settings, name: str) -> Path:
     return settings.data_dir / "collections" / f"{name}.sqlite"
 
@@ -81,31 +84,55 @@ def _version_snapshot(
 ) -> Path:
     """A copy of the manifest rolled back to ``version``, made once and then reused (what a
     past version held never changes). ``as_of`` reads it with the collection's own vector
-    store, which keeps the vectors of replaced chunks until gc."""
+    store, which keeps the vectors of replaced chunks until gc.
+
+    Built once under a lock (a file lock, so other processes wait too): requests for
+    the same version at the same time share one copy. At most ``SNAPSHOTS_KEPT`` are
+    kept per collection; the least recently used goes first."""
     target = _snapshot_path(manifest_path(settings, name), version)
-    if target.exists():
-        return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    # one name per builder: two runs asking for the same version at once each build one
-    building = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with (
-            closing(sqlite3.connect(manifest_path(settings, name))) as source,
-            closing(sqlite3.connect(building)) as copy,
-        ):
-            source.backup(copy)
-        past = Manifest(building)
+    with _snapshot_lock(target):
+        if target.exists():
+            os.utime(target)  # recently used: kept longest
+            return target
+        building = target.with_name(f"{target.name}.{os.getpid()}.tmp")
         try:
-            past.rollback(version, vectors.held)
-        finally:
-            past.close()
-        os.replace(building, target)
-    except ValueError as exc:
-        raise ConfigError(f"as_of={version}: {exc}") from None
-    finally:  # a failed copy leaves nothing behind: every failure is another full copy
-        for leftover in (building, Path(f"{building}-wal"), Path(f"{building}-shm")):
-            leftover.unlink(missing_ok=True)
+            with (
+                closing(sqlite3.connect(manifest_path(settings, name))) as source,
+                closing(sqlite3.connect(building)) as copy,
+            ):
+                source.backup(copy)
+            past = Manifest(building)
+            try:
+                past.rollback(version, vectors.held)
+            finally:
+                past.close()
+            os.replace(building, target)
+        except ValueError as exc:
+            raise ConfigError(f"as_of={version}: {exc}") from None
+        finally:  # a failed copy leaves nothing behind: every failure is another full copy
+            for leftover in (building, Path(f"{building}-wal"), Path(f"{building}-shm")):
+                leftover.unlink(missing_ok=True)
+        _keep_newest_snapshots(manifest_path(settings, name), keep=target)
     return target
+
+
+@contextmanager
+def _snapshot_lock(target: Path) -> Iterator[None]:
+    with _SNAPSHOT_THREADS, open(target.with_name(f".{target.name}.lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        yield
+
+
+def _keep_newest_snapshots(manifest: Path, keep: Path) -> None:
+    pattern = _snapshot_path(manifest, "*")
+    snapshots = sorted(
+        (p for p in pattern.parent.glob(pattern.name) if p != keep),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in snapshots[SNAPSHOTS_KEPT - 1 :]:
+        old.unlink(missing_ok=True)
 
 
 def handle_key(settings: Settings, name: str) -> tuple[str, str, str, str, int, str, int]:

@@ -14,8 +14,18 @@ from psycopg import sql
 from tools.config import ConfigError
 from tools.store.pg_keywords import DERIVED_TABLES
 from tools.store.pg_manifest import PgManifest
-from tools.store.postgres import connect, drop_schema, schema_exists, schema_name
+from tools.store.postgres import (
+    connect,
+    drop_schema,
+    lock_key,
+    schema_exists,
+    schema_name,
+    snapshot_schemas,
+)
 
+# past versions (``as_of``) kept as copies per collection, on either store: any reader
+# can ask for any restorable version, so the copies must not grow without bound
+SNAPSHOTS_KEPT = 4
 # vectors stay in the collection's schema; the keyword tables are rebuilt by triggers
 _NOT_COPIED = ("vectors", *DERIVED_TABLES)
 
@@ -28,6 +38,10 @@ def version_snapshot(
     with closing(connect(url)) as conn:
         if schema_exists(conn, target):
             return target
+        # one builder per version across every process: the others wait, then reuse it
+        conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(target, "snapshot"),))
+        if schema_exists(conn, target):
+            return target  # the lock goes with the connection
         building = f"rag_building_{uuid.uuid4().hex[:12]}"  # one per builder, as files are
         past = PgManifest(url, building)
         try:
@@ -51,7 +65,19 @@ def version_snapshot(
         except BaseException:  # a failed copy leaves nothing behind
             drop_schema(conn, building)
             raise
+        _keep_newest(conn, collection, target)
     return target
+
+
+def _keep_newest(conn, collection: str, keep: str) -> None:
+    """At most ``SNAPSHOTS_KEPT`` copies per collection: the oldest versions go first."""
+
+    def version_of(schema: str) -> int:
+        return int(schema.rsplit("@v", 1)[1])
+
+    others = sorted((s for s in snapshot_schemas(conn, collection) if s != keep), key=version_of)
+    for schema in others[: max(0, len(others) - (SNAPSHOTS_KEPT - 1))]:
+        drop_schema(conn, schema)
 
 
 def _copy_tables(conn, source: str, target: str) -> None:

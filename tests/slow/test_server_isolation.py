@@ -1,0 +1,171 @@
+"""Two clients on one real `rag serve`, and requests bent every way a Host header can be.
+
+Replays the table of issue 58: holding Alice's valid key, a run on Bob's collection, a
+store write, a cron and a batch were refused with a plain Host and accepted with
+``Host: 127.0.0.1:PORT?``. Every variant here must be refused, and no response may
+carry Bob's passage. Requests go over a raw socket, so nothing normalises them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import httpx
+import pytest
+
+from bench.local_service import ingest, smollm2_env, start, wait_until_up
+from tests.net import free_port
+
+pytestmark = pytest.mark.slow
+SECRET = "Heron"
+QUESTION = "What is Bob's release called?"
+
+
+@pytest.fixture(scope="module")
+def two_clients(tmp_path_factory):
+    root = tmp_path_factory.mktemp("isolation")
+    env = smollm2_env(
+        root / "data",
+        client_keys="alice:key-a,bob:key-b",
+        client_collections="alice:docs,bob:bobdocs",
+        client_max_active_runs="2",
+    )
+    for name, text in (("docs", "# Install\n\nRun make demo.\n"), ("bobdocs", "")):
+        folder = root / name
+        folder.mkdir()
+        body = text or f"# Plan\n\nBob's release is called {SECRET}.\n"
+        (folder / "page.md").write_text(body)
+        ingest(env, folder, name)
+    port = free_port()
+    log = root / "server.log"
+    proc = start(["serve", "--port", str(port)], env, log)
+    try:
+        wait_until_up(
+            proc, f"http://127.0.0.1:{port}/healthz", log, headers=lambda: {"X-API-Key": "key-a"}
+        )
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def raw(port: int, method: str, target: str, headers: list[tuple[str, str]], body: dict | None):
+    """Send one HTTP/1.1 request byte for byte; return (status, response text)."""
+    data = json.dumps(body).encode() if body is not None else b""
+    lines = [f"{method} {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers)]
+    lines += [
+        f"Content-Length: {len(data)}",
+        "Content-Type: application/json",
+        "Connection: close",
+        "",
+        "",
+    ]
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
+        sock.sendall("\r\n".join(lines).encode("latin-1") + data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    reply = b"".join(chunks).decode("latin-1")
+    status = int(reply.split(" ", 2)[1]) if reply.startswith("HTTP/") else 0
+    return status, reply
+
+
+def variants(port: int) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(name, request target form, Host headers) for a path ``{p}``."""
+    h = f"127.0.0.1:{port}"
+    return [
+        ("plain", "{p}", [("Host", h)]),
+        ("port?", "{p}", [("Host", f"{h}?")]),
+        ("port#", "{p}", [("Host", f"{h}#")]),
+        ("port/..", "{p}", [("Host", f"{h}/..")]),
+        ("trailing dot", "{p}", [("Host", f"localhost.:{port}")]),
+        ("two hosts", "{p}", [("Host", h), ("Host", f"{h}?")]),
+        ("absolute form", f"http://127.0.0.1:{port}?{{p}}", [("Host", h)]),
+        ("absolute, other host", "http://evil.example{p}", [("Host", h)]),
+    ]
+
+
+ATTEMPTS = [
+    (
+        "POST",
+        "/runs/wait",
+        {"assistant_id": "rag", "input": {"question": QUESTION, "collection": "bobdocs"}},
+    ),
+    (
+        "POST",
+        "/runs/wait",
+        {
+            "assistant_id": "rag",
+            "input": {"question": QUESTION},
+            "config": {"configurable": {"collection": "bobdocs"}},
+        },
+    ),
+    ("PUT", "/store/items", {"namespace": ["x"], "key": "k", "value": {"v": 1}}),
+    (
+        "POST",
+        "/runs/crons",
+        {"assistant_id": "rag", "schedule": "* * * * *", "input": {"question": QUESTION}},
+    ),
+    (
+        "POST",
+        "/runs/batch",
+        [{"assistant_id": "rag", "input": {"question": QUESTION, "collection": "bobdocs"}}],
+    ),
+    (
+        "POST",
+        "/threads",
+        {
+            "supersteps": [
+                {"updates": [{"values": {"collection": "bobdocs"}, "as_node": "start_question"}]}
+            ]
+        },
+    ),
+]
+
+
+def test_no_host_variant_lets_alice_read_or_write_what_she_may_not(two_clients):
+    port = two_clients
+    seen = []
+    for name, target, hosts in variants(port):
+        for method, path, body in ATTEMPTS:
+            status, reply = raw(
+                port, method, target.format(p=path), [*hosts, ("X-API-Key", "key-a")], body
+            )
+            seen.append((name, method, path, status))
+            assert status >= 400, (name, path, reply)
+            assert SECRET not in reply, (name, path, reply)
+    # the owner still reads it, so the refusals above are not a broken server
+    status, reply = raw(
+        port,
+        "POST",
+        "/runs/wait",
+        [("Host", f"127.0.0.1:{port}"), ("X-API-Key", "key-b")],
+        ATTEMPTS[0][2],
+    )
+    assert status == 200 and SECRET in reply, reply
+    print("\n".join(map(str, seen)))
+
+
+def test_twenty_parallel_background_runs_accept_at_most_the_cap(two_clients):
+    port = two_clients
+    url = f"http://127.0.0.1:{port}"
+    body = {"assistant_id": "rag", "input": {"question": "How do I install it?"}}
+
+    async def burst():
+        async with httpx.AsyncClient(
+            base_url=url, headers={"X-API-Key": "key-a"}, timeout=120
+        ) as client:
+            replies = await asyncio.gather(*(client.post("/runs", json=body) for _ in range(20)))
+            accepted = [r for r in replies if r.status_code == 200]
+            for r in accepted:  # let them finish, so the cap is free for the next test
+                run = r.json()
+                await client.get(f"/threads/{run['thread_id']}/runs/{run['run_id']}/join")
+            return replies
+
+    replies = asyncio.run(burst())
+    codes = sorted(r.status_code for r in replies)
+    assert 1 <= codes.count(200) <= 2, codes
+    assert set(codes) <= {200, 429}, codes
+    assert all(r.headers.get("retry-after") for r in replies if r.status_code == 429)
