@@ -13,6 +13,7 @@ import csv
 import fnmatch
 import io
 import json
+import multiprocessing
 import os
 import re
 import stat
@@ -22,9 +23,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tools.documents import ExtractedDocument, Section
+
+T = TypeVar("T")
 
 # bump when the same file extracts to other text, so unchanged files are processed again
 # (2: a JSON record's other plain fields follow its text)
@@ -48,6 +51,10 @@ class ExtractOptions:
 # csv.Sniffer's work grows with the square of its sample (a crafted 64 KB one took 16 s):
 # a few kilobytes of whole lines tell the delimiter as well
 SNIFF_CHARS = 4096
+# A PDF's text is extracted in a child process, killed after this long (pypdf can spin
+# for minutes on a crafted file). Not an ExtractOptions field: it changes no chunk, so
+# it must not change the hash that decides what is re-embedded.
+PDF_TIMEOUT_S = 60.0
 
 _SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv"}
 # A member of an archive that expands more than this is a decompression bomb: text XML
@@ -313,18 +320,7 @@ def _load_html(data: bytes, path: Path, source: str, options: ExtractOptions) ->
 
 
 def _load_pdf(data: bytes, path: Path, source: str, options: ExtractOptions) -> _Docs:
-    from pypdf import PdfReader  # imported lazily: only PDF ingestion pays for it
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise ExtractError("encrypted PDF (password required)")
-        pages = [page.extract_text() or "" for page in reader.pages]
-        title = (reader.metadata.title if reader.metadata else None) or path.stem
-    except ExtractError:
-        raise
-    except Exception as exc:  # pypdf raises many types for damaged files; all mean "unreadable"
-        raise ExtractError(f"unreadable PDF: {exc}") from exc
+    pages, title = _in_child(_pdf_pages, data, PDF_TIMEOUT_S, "PDF")
     sections = [
         Section(text.replace("\r\n", "\n").strip(), page=number)
         for number, text in enumerate(pages, 1)
@@ -332,7 +328,44 @@ def _load_pdf(data: bytes, path: Path, source: str, options: ExtractOptions) -> 
     ]
     if not sections:
         raise ExtractError("no extractable text (scanned PDF?)")
+    title = title or path.stem
     return [ExtractedDocument(source, "pdf", sections, title=str(title).strip() or path.stem)]
+
+
+def _pdf_pages(data: bytes) -> tuple[list[str], str | None]:
+    """Each page's text and the title: run in a child process (``_in_child``)."""
+    from pypdf import PdfReader  # imported lazily: only PDF ingestion pays for it
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ExtractError("encrypted PDF (password required)")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        title = reader.metadata.title if reader.metadata else None
+    except ExtractError:
+        raise
+    except Exception as exc:  # pypdf raises many types for damaged files; all mean "unreadable"
+        raise ExtractError(f"unreadable PDF: {exc}") from None
+    return pages, str(title) if title else None
+
+
+def _in_child(work: Callable[[bytes], T], data: bytes, timeout_s: float, kind: str) -> T:
+    """``work(data)`` in a separate process, killed after ``timeout_s``. Why: a parser
+    (pypdf) can loop or recurse for minutes on a crafted file, and a native crash or a
+    runaway allocation would take the whole ingestion down; in a child, the file is
+    refused and the run goes on."""
+    context = multiprocessing.get_context("spawn")  # no inherited threads or locks
+    pool = context.Pool(1)
+    try:
+        return pool.apply_async(work, (data,)).get(timeout_s)
+    except multiprocessing.TimeoutError:
+        raise ExtractError(f"{kind} extraction took over {timeout_s:g} s") from None
+    except ExtractError:
+        raise
+    except Exception as exc:  # the child died (a crash, or memory)
+        raise ExtractError(f"unreadable {kind}: {type(exc).__name__}: {exc}") from None
+    finally:
+        pool.terminate()
 
 
 def check_archive(data: bytes, max_bytes: int, kind: str) -> None:

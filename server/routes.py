@@ -29,11 +29,11 @@ ASSISTANT_READS = re.compile(
 )
 # Routes nothing in the product uses, each a way to store a config that runs later, to
 # queue many runs at once, to write state, or to reach state another client owns.
-CLOSED_PATHS = re.compile(
-    r"^(/threads/[^/]+)?/runs/(crons|batch)|^/store|^/mcp|^/a2a|^/threads/prune"
-    r"|^/threads/[^/]+/copy"
-)
-STATE_WRITE = re.compile(r"^/threads/[^/]+/state/?$")  # POST writes a thread's values
+# Under these prefixes every method is closed (no other route shares them) ...
+CLOSED_PREFIXES = re.compile(r"^/(runs/crons|runs/batch|store|mcp|a2a)(/|$)")
+# ... and these are POSTs whose paths other methods share with thread and run reads
+# (GET /threads/prune reads a thread called "prune"): closed for POST only.
+CLOSED_POSTS = re.compile(r"^/threads/(prune|[^/]+/(copy|state|runs/crons))/?$")
 THREAD = re.compile(r"^/threads/[^/]+/?$")
 ASSISTANT_QUERIES = ("/assistants/search", "/assistants/count")  # POST, but reads
 
@@ -41,7 +41,7 @@ ASSISTANT_QUERIES = ("/assistants/search", "/assistants/count")  # POST, but rea
 def route_of(method: str, path: str) -> Route:
     """The route of a request, from its method and the scope's ``path`` (never the URL)."""
     method = method.upper()
-    if CLOSED_PATHS.match(path) or (method == "POST" and STATE_WRITE.match(path)):
+    if CLOSED_PREFIXES.match(path) or (method == "POST" and CLOSED_POSTS.match(path)):
         return Route.CLOSED
     if path.startswith("/assistants"):
         read = method == "GET" or path.rstrip("/") in ASSISTANT_QUERIES

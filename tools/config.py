@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from tools.models.spec import parse_model_spec
+from tools.redact import redacted_url
 
 # How the verifier's confidence is read (tools/answer_check.py): one of two readings, or
 # auto, which starts with the first and falls back to the second.
@@ -699,27 +700,6 @@ def did_you_mean(name: str) -> str:
     if close:
         return f"; did you mean {' or '.join(close)}?"
     return "; known settings: " + ", ".join(sorted(Settings.model_fields))
-
-
-# libpq's secret parameters, wherever a connection string can carry them
-_SECRET_PARAMS = r"password|sslpassword|passfile|sslkey|api[_-]?key|secret|token"
-_REDACTIONS = (
-    # userinfo of a URL: scheme://user:password@host (the last @ ends it)
-    (re.compile(r"(://[^:/@\s]*:)[^\s]*@(?=[^@\s]*)"), r"\1***@"),
-    # a query parameter: ...?password=x&... or ;password=x
-    (re.compile(rf"([?&;](?:{_SECRET_PARAMS})=)[^&;#\s]*", re.I), r"\1***"),
-    # a key=value connection string: host=h password='a b' user=u
-    (re.compile(rf"(\b(?:{_SECRET_PARAMS})\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'&;#]+)", re.I), r"\1***"),
-)
-
-
-def redacted_url(text: str) -> str:
-    """Text with every password a connection string can hold shown as ***: a URL's
-    userinfo, its query parameters and libpq's key=value form. The one redaction
-    function: every URL or DSN that is printed, logged or raised goes through it."""
-    for pattern, replacement in _REDACTIONS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def masked(settings: Settings) -> dict[str, Any]:

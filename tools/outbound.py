@@ -49,7 +49,7 @@ def destinations(settings: Settings) -> list[str]:
     if settings.chroma_host:
         found.setdefault(f"http://{settings.chroma_host}", []).append("vectors (Chroma)")
     if settings.store == "postgres":
-        found.setdefault(redacted_url(settings.database_url), []).append(
+        found.setdefault(settings.database_url, []).append(
             "documents, vectors and conversations (PostgreSQL)"
         )
     if tracing.mode(settings) == "langfuse":
@@ -62,4 +62,4 @@ def destinations(settings: Settings) -> list[str]:
     if settings.langsmith:
         host = os.environ.get("LANGSMITH_ENDPOINT") or "https://api.smith.langchain.com"
         found.setdefault(host, []).append("traces and server usage (LangSmith)")
-    return [f"{where}: {', '.join(what)}" for where, what in found.items()]
+    return [f"{redacted_url(where)}: {', '.join(what)}" for where, what in found.items()]

@@ -169,3 +169,39 @@ def test_twenty_parallel_background_runs_accept_at_most_the_cap(two_clients):
     assert 1 <= codes.count(200) <= 2, codes
     assert set(codes) <= {200, 429}, codes
     assert all(r.headers.get("retry-after") for r in replies if r.status_code == 429)
+
+
+def test_schemathesis_finds_no_server_error_and_no_foreign_passage(two_clients):
+    """A bounded schemathesis run over the server's own OpenAPI schema, as Alice: every
+    operation, a few generated requests each; no 5xx, and no response names Bob's
+    passage. Closed routes answer 404, so their cases are quick."""
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    url = f"http://127.0.0.1:{two_clients}"
+    alice = {"X-API-Key": "key-a"}
+    spec = httpx.get(f"{url}/openapi.json", headers=alice, timeout=30).json()
+    schema = schemathesis.openapi.from_dict(spec)
+    failures, calls = [], []
+
+    def fuzz_one(operation) -> None:
+        @settings(
+            max_examples=4,
+            deadline=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
+        @given(case=operation.as_strategy())
+        def fuzz(case):
+            response = case.call(base_url=url, headers=alice, timeout=120)
+            calls.append(response.status_code)
+            if response.status_code >= 500 or SECRET in response.text:
+                failures.append((operation.label, response.status_code, response.text[:300]))
+
+        fuzz()
+
+    for result in schema.get_all_operations():
+        fuzz_one(result.ok())
+    assert len(calls) > 50, calls  # it really ran
+    assert failures == [], failures

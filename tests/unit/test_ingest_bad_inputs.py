@@ -244,3 +244,14 @@ def test_a_nul_past_the_binary_sniff_becomes_a_space(tmp_path):
     (tmp_path / "a.md").write_text(text)
     (doc,) = extract_file(tmp_path / "a.md", "a.md")
     assert doc.text == text.replace("\x00", " ")
+
+
+def test_a_parser_that_runs_away_is_stopped_and_the_file_refused():
+    """PDF text is extracted in a child process with a time budget: a parser stuck on a
+    crafted file is killed and the file refused, the ingestion goes on."""
+    import time
+
+    from ingest.extract import ExtractError, _in_child
+
+    with pytest.raises(ExtractError, match=r"PDF extraction took over 0\.5 s"):
+        _in_child(time.sleep, 30, 0.5, "PDF")

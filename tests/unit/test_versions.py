@@ -113,3 +113,50 @@ def test_a_rollback_missing_vectors_changes_nothing(versioned):
         col.manifest.rollback(1, lambda ids: set())
     assert (col.manifest.chunk_ids(), col.manifest.generation()) == before
     assert [v["version"] for v in col.manifest.versions()] == [1, 2]
+
+
+def test_concurrent_requests_for_one_version_build_one_snapshot(versioned, monkeypatch):
+    """Eight readers ask for v1 at once: one copy is built, the others wait and reuse it."""
+    import threading
+
+    from tools.store import collection as collection_module
+
+    builds = []
+    real = collection_module.Manifest.rollback
+
+    def counted(self, *args, **kwargs):
+        builds.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection_module.Manifest, "rollback", counted)
+    opened = []
+
+    def read():
+        handle = Collection(load_settings({"as_of": 1}), "docs")
+        opened.append(handle.version)
+        handle.close()
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert opened == [1] * 8 and len(builds) == 1
+    snapshots = versioned.data_dir / "snapshots"
+    assert [p.name for p in snapshots.glob("*.sqlite")] == ["docs-v1.sqlite"]
+    assert not list(snapshots.glob("*.tmp"))
+
+
+def test_snapshots_per_collection_are_bounded(versioned, tmp_path):
+    from tools.store.pg_snapshots import SNAPSHOTS_KEPT
+
+    root = tmp_path / "docs"
+    for n in range(SNAPSHOTS_KEPT + 2):  # more versions than copies may be kept
+        (root / "install.md").write_text(f"# Install\n\nThe service listens on port {n}.\n")
+        ingest(versioned, root)
+    latest = Collection(versioned, "docs").version
+    for version in range(1, latest):
+        Collection(load_settings({"as_of": version}), "docs").close()
+    kept = sorted((versioned.data_dir / "snapshots").glob("*.sqlite"))
+    assert len(kept) == SNAPSHOTS_KEPT
+    assert f"docs-v{latest - 1}.sqlite" in {p.name for p in kept}  # the last one asked for

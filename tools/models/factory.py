@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
-from tools.config import ConfigError, Settings
+from tools.config import ConfigError, Settings, redacted_url
 from tools.errors import ModelError
 from tools.models.local_assets import DEFAULT_LLM, resolve_gguf
 from tools.models.spec import ModelSpec, parse_model_spec
@@ -61,8 +61,8 @@ def _reach(url: str, role: str, setting: str, *, attempts: int) -> None:
             if attempt + 1 < attempts:
                 time.sleep(0.5 * 2**attempt)
     raise ModelError(
-        f"the {role} model's server at {url} does not answer ({reason}; {attempts} attempts): "
-        f"start it, or point {setting} at one that runs"
+        f"the {role} model's server at {redacted_url(url)} does not answer ({reason}; "
+        f"{attempts} attempts): start it, or point {setting} at one that runs"
     )
 
 
@@ -117,7 +117,7 @@ def chat_key(settings: Settings, role: Role) -> tuple[Any, ...]:
     return (
         "chat",
         role,
-        str(chat_spec(settings, role)),
+        chat_spec(settings, role),  # the spec itself: its string hides the password
         str(settings.resolved_cache_dir()),
         settings.llm_context_tokens,
         settings.llm_threads,

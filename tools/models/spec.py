@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tools.redact import redacted_url
+
 PROVIDERS = ("local", "openai", "litellm")
 ACCEPTED = (
     "'local', 'local:<asset name or path>', 'openai:<model>[@<base_url>]', "
@@ -27,8 +29,10 @@ class ModelSpec:
     base_url: str | None = None
 
     def __str__(self) -> str:
+        """For display: a password in the base URL is shown as *** (compare specs, not
+        their strings)."""
         text = self.provider + (f":{self.name}" if self.name else "")
-        return text + (f"@{self.base_url}" if self.base_url else "")
+        return text + (f"@{redacted_url(self.base_url)}" if self.base_url else "")
 
 
 def parse_model_spec(spec: str, *, kind: Literal["chat", "embedding"]) -> ModelSpec:
