@@ -49,6 +49,9 @@ def two_clients(tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    # every request above sent a client key: none may appear in what the server logged
+    logged = log.read_text()
+    assert "key-a" not in logged and "key-b" not in logged
 
 
 def raw(port: int, method: str, target: str, headers: list[tuple[str, str]], body: dict | None):
