@@ -48,8 +48,8 @@ from tools.resilient import TextSink, invoke_text
 from tools.retrieval.evidence import evidence_for
 from tools.retrieval.hybrid import Passage, RetrievalReport, cut, make_retriever
 from tools.retrieval.rerank import rerank
-from tools.store.chroma_vectors import StaleStoreError
 from tools.store.collection import Collection
+from tools.store.protocol import StaleStoreError
 from tools.structured import invoke_structured
 from tools.verifier_thresholds import thresholds_per_reading
 

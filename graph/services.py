@@ -35,8 +35,8 @@ from tools.models.factory import Role, chat_key, chat_model, embeddings, embeddi
 from tools.models.spec import parse_model_spec
 from tools.resilient import ResilientEmbeddings
 from tools.retrieval.rerank import Reranker, make_reranker
-from tools.store.chroma_vectors import StaleStoreError
 from tools.store.collection import Collection, handle_key
+from tools.store.protocol import StaleStoreError
 
 T = TypeVar("T")
 V = TypeVar("V")

@@ -38,7 +38,8 @@ from tools.config import Settings
 from tools.documents import Chunk, ExtractedDocument, short_hash
 from tools.errors import ModelError
 from tools.resilient import with_retries
-from tools.store.collection import Collection, CollectionBusy, exclusive
+from tools.store.backends import CollectionBusy
+from tools.store.collection import Collection, exclusive
 from tools.store.keyword_index import tokenize
 from tools.store.manifest import DocumentEntry, FileRecord
 

@@ -12,19 +12,18 @@ import json
 import os
 import time
 from collections.abc import Callable
-from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
 from tools.answer_check import SETTLE_PROBE, judge_for
-from tools.config import Settings, masked, redacted_url
+from tools.config import Settings, masked
 from tools.isolated import run_isolated
 from tools.models.factory import ROLES, chat_model, chat_spec, embeddings
 from tools.models.local_llm import REBUILD_ADVICE
 from tools.outbound import destinations
-from tools.store import postgres as pg
+from tools.store.backends import backend
 from tools.verifier_thresholds import path_of, thresholds_for
 
 PROBE_SENTENCE = "Retrieval augmented generation answers questions from documents."
@@ -185,21 +184,7 @@ def advise(models: list[dict[str, Any]], settings: Settings, load: float, cores:
 def check_store(settings: Settings) -> dict[str, Any]:
     """Where collections live, and whether the store answers (a database that cannot be
     reached fails here, before any question)."""
-    if settings.store != "postgres":
-        where = str(settings.data_dir.resolve())
-        return {"store": "embedded", "where": where, "error": None, "detail": "files"}
-    where = redacted_url(settings.database_url)
-    try:
-        with closing(pg.connect(settings.database_url)) as conn:
-            server = conn.execute("SHOW server_version").fetchone()[0]
-            vector = conn.execute(
-                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-            ).fetchone()[0]
-            names = pg.collection_names(conn)
-    except pg.DatabaseError as exc:
-        return {"store": "postgres", "where": where, "error": str(exc), "detail": ""}
-    detail = f"PostgreSQL {server}, pgvector {vector}, {len(names)} collections"
-    return {"store": "postgres", "where": where, "error": None, "detail": detail}
+    return backend(settings).check(settings)
 
 
 def diagnose(

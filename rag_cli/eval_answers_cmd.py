@@ -16,8 +16,10 @@ from evaluation.datasets import Dataset
 from evaluation.retrieval import prepare_collection
 from evaluation.splits import SPLITS, provenance
 from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
+from graph.services import Services
 from tools.config import Settings, masked, with_overrides
-from tools.models.factory import embeddings
+from tools.models.factory import chat_model, embeddings
+from tools.models.recording import recording, replaying
 from tools.store.collection import Collection
 
 
@@ -62,6 +64,18 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--k", type=int, help="overrides k")
     parser.add_argument("--out", metavar="DIR", help="write answers.json, answers.md, answers.png")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    calls = parser.add_mutually_exclusive_group()
+    calls.add_argument(
+        "--record",
+        metavar="FILE",
+        help="append every model call and its reply to FILE (JSON lines)",
+    )
+    calls.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="answer every model call from a --record FILE instead of the models: the same "
+        "replies through other code; a call it lacks fails the item",
+    )
     parser.set_defaults(run=run_answers)
     return parser
 
@@ -92,6 +106,16 @@ def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], 
     return sample.items, info["name"], name
 
 
+def _services(args: argparse.Namespace) -> Services | None:
+    """The caller's services, or ones whose chat models record or replay (the embedder
+    is the real one either way: it is deterministic)."""
+    if args.record:
+        return Services(chat=recording(chat_model, Path(args.record)))
+    if args.replay:
+        return Services(chat=replaying(Path(args.replay)))
+    return args.services
+
+
 def run_answers(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
         raise ValueError("--limit must be at least 1")
@@ -118,7 +142,7 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
     asked = Collection(settings, collection)
     version = asked.version  # the collection as it was answered from (as_of, or the latest)
     asked.close()
-    report = evaluate_answers(settings, items, judge=args.judge, log=log, services=args.services)
+    report = evaluate_answers(settings, items, judge=args.judge, log=log, services=_services(args))
     report |= {
         "dataset": dataset,
         "collection": collection,

@@ -21,6 +21,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from tools.config import Settings
+from tools.store.backends import backend
 
 _THREAD = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -64,23 +65,6 @@ class Threads:
 
 @contextmanager
 def open_threads(settings: Settings) -> Iterator[Threads]:
-    if settings.store == "postgres":
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg.rows import dict_row
-
-        from tools.store.postgres import connect  # its errors never show the password
-
-        conn = connect(settings.database_url)
-        conn.row_factory, conn.prepare_threshold = dict_row, 0  # as PostgresSaver needs
-        try:
-            saver = PostgresSaver(conn)
-            saver.setup()  # creates or migrates its tables; idempotent
-            yield Threads(saver, None)
-        finally:
-            conn.close()
-        return
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    with SqliteSaver.from_conn_string(str(settings.data_dir / "threads.sqlite")) as saver:
-        yield Threads(saver, settings.data_dir / "threads")
+    store = backend(settings)
+    with store.checkpointer(settings) as saver:
+        yield Threads(saver, store.thread_files(settings))

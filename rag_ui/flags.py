@@ -23,6 +23,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tools.config import Settings, redacted_url
+from tools.store.backends import BACKENDS, backend
 from tools.store.postgres import connect, question_marks
 
 MAX_COMMENT_CHARS = 2000
@@ -47,14 +48,13 @@ class FlagError(ValueError):
 
 
 def flags_file(settings: Settings) -> Path:
-    return settings.data_dir.resolve() / "flags.sqlite"
+    """The embedded store's flag log (tools/store/backends.py says where)."""
+    return BACKENDS["embedded"].flags_location(settings)["path"]
 
 
 def flag_store(settings: Settings) -> FlagStore:
     """The flag log of the configured store."""
-    if settings.store == "postgres":
-        return FlagStore(database_url=settings.database_url)
-    return FlagStore(flags_file(settings))
+    return FlagStore(**backend(settings).flags_location(settings))
 
 
 def check_comment(comment: Any) -> str:

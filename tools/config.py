@@ -12,7 +12,7 @@ import hmac
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -459,16 +459,10 @@ class Settings(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _postgres_has_a_url(self) -> Settings:
-        if self.store == "postgres" and not self.database_url.strip():
-            raise ValueError(
-                "store=postgres needs database_url: set RAG_DATABASE_URL="
-                "postgresql://USER:PASSWORD@HOST:5432/DATABASE (a database with pgvector)"
-            )
-        if self.store == "postgres" and self.chroma_host:
-            raise ValueError(
-                "store=postgres keeps vectors in PostgreSQL: unset chroma_host (RAG_CHROMA_HOST)"
-            )
+    def _store_has_what_it_needs(self) -> Settings:
+        for holds, message in STORE_NEEDS.get(self.store, ()):
+            if not holds(self):
+                raise ValueError(message)
         return self
 
     @model_validator(mode="after")
@@ -521,6 +515,22 @@ class Settings(BaseModel):
 # The settings a request from outside the process (a server run, a chat-page toggle) may
 # change: only how a question is answered. Everything that names a model, a host, a key,
 # a path, tracing, a timeout or a threshold stays as the operator started the service.
+# What each store needs of the other settings (tools/store/backends.py holds the rest of
+# what differs between stores): a check on the settings, and what to set when it fails.
+STORE_NEEDS: dict[str, tuple[tuple[Callable[[Settings], bool], str], ...]] = {
+    "postgres": (
+        (
+            lambda s: bool(s.database_url.strip()),
+            "store=postgres needs database_url: set RAG_DATABASE_URL="
+            "postgresql://USER:PASSWORD@HOST:5432/DATABASE (a database with pgvector)",
+        ),
+        (
+            lambda s: not s.chroma_host,
+            "store=postgres keeps vectors in PostgreSQL: unset chroma_host (RAG_CHROMA_HOST)",
+        ),
+    ),
+}
+
 REQUEST_SETTINGS = frozenset(
     {
         "collection",

@@ -16,6 +16,7 @@ from tools import tracing
 from tools.config import Settings, redacted_url
 from tools.models.factory import ROLES, chat_spec
 from tools.models.spec import parse_model_spec
+from tools.store.backends import backend
 
 # LangSmith's variables, under both of its names: every one of them is removed (new
 # ones, such as LANGSMITH_RUNS_ENDPOINTS, keep appearing), never a list kept by hand
@@ -46,12 +47,8 @@ def destinations(settings: Settings) -> list[str]:
                 or PROVIDER_HOSTS.get(spec.provider, f"litellm: {spec.name}")
             )
             found.setdefault(where, []).append(what)
-    if settings.chroma_host:
-        found.setdefault(f"http://{settings.chroma_host}", []).append("vectors (Chroma)")
-    if settings.store == "postgres":
-        found.setdefault(settings.database_url, []).append(
-            "documents, vectors and conversations (PostgreSQL)"
-        )
+    if sent := backend(settings).address(settings):
+        found.setdefault(sent[0], []).append(sent[1])
     if tracing.mode(settings) == "langfuse":
         host = (
             os.environ.get("LANGFUSE_BASE_URL")

@@ -18,8 +18,8 @@ from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.unit.conftest import EMB, PAGES
 from tools.config import load_settings
-from tools.store.chroma_vectors import StaleStoreError
 from tools.store.collection import Collection
+from tools.store.protocol import StaleStoreError
 
 REPO = Path(__file__).resolve().parents[2]
 TOPICS = {

@@ -22,13 +22,7 @@ from langchain_chroma import Chroma
 
 from tools.config import ConfigError, Settings
 from tools.documents import Chunk
-
-
-class StaleStoreError(RuntimeError):
-    """Another process deleted vectors this process's Chroma system still has in its
-    index (Chroma says "Error finding id"): open the collection again with a fresh system."""
-
-    kind = "store_changing"  # as an answer's error type
+from tools.store.protocol import StaleStoreError
 
 
 class StorageError(OSError):

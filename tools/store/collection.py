@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 from tools.config import COLLECTION_NAME, ConfigError, Settings
 from tools.documents import Chunk
 from tools.store import postgres as pg
-from tools.store.chroma_vectors import ChromaChunkStore, chroma_client, drop_vectors, store_started
+from tools.store.backends import backend, manifest_path, snapshot_path
+from tools.store.chroma_vectors import ChromaChunkStore, chroma_client, store_started
 from tools.store.keyword_index import TOKENIZER_VERSION
 from tools.store.manifest import SCHEMA_VERSION, Manifest
 from tools.store.pg_manifest import PgManifest
@@ -75,10 +76,6 @@ def check_name(name: str) -> str:
 _SNAPSHOT_THREADS = threading.Lock()  # flock is per process: threads queue here first
 
 
-def manifest_path(settings: Settings, name: str) -> Path:
-    return settings.data_dir / "collections" / f"{name}.sqlite"
-
-
 def _version_snapshot(
     settings: Settings, name: str, version: int, vectors: ChromaChunkStore
 ) -> Path:
@@ -89,7 +86,7 @@ def _version_snapshot(
     Built once under a lock (a file lock, so other processes wait too): requests for
     the same version at the same time share one copy. At most ``SNAPSHOTS_KEPT`` are
     kept per collection; the least recently used goes first."""
-    target = _snapshot_path(manifest_path(settings, name), version)
+    target = snapshot_path(manifest_path(settings, name), version)
     target.parent.mkdir(parents=True, exist_ok=True)
     with _snapshot_lock(target):
         if target.exists():
@@ -125,7 +122,7 @@ def _snapshot_lock(target: Path) -> Iterator[None]:
 
 
 def _keep_newest_snapshots(manifest: Path, keep: Path) -> None:
-    pattern = _snapshot_path(manifest, "*")
+    pattern = snapshot_path(manifest, "*")
     snapshots = sorted(
         (p for p in pattern.parent.glob(pattern.name) if p != keep),
         key=lambda p: p.stat().st_mtime,
@@ -149,11 +146,7 @@ def handle_key(settings: Settings, name: str) -> tuple[str, str, str, str, int, 
 
 
 def list_collections(settings: Settings) -> list[str]:
-    if settings.store == "postgres":
-        with closing(pg.connect(settings.database_url)) as conn:
-            return pg.collection_names(conn)
-    folder = settings.data_dir / "collections"
-    return sorted(p.stem for p in folder.glob("*.sqlite")) if folder.is_dir() else []
+    return backend(settings).names(settings)
 
 
 def check_collections(settings: Settings) -> None:
@@ -186,10 +179,9 @@ class Collection:
                 "the current one: unset as_of (RAG_AS_OF, --as-of) to ingest"
             )
         self._settings = settings
-        if settings.store == "postgres":
-            self._open_postgres(settings, create)
-        else:
-            self._open_embedded(settings, create, fresh_store)
+        # the backend's parts: manifest and vectors (tools/store/backends.py names them)
+        opener = getattr(self, f"_open_{backend(settings).name}")
+        opener(settings, create, fresh_store)
         self._identity = self.manifest.identity()
         self.check()
 
@@ -225,7 +217,7 @@ class Collection:
             )
             self._seen = self.manifest.generation()
 
-    def _open_postgres(self, settings: Settings, create: bool) -> None:
+    def _open_postgres(self, settings: Settings, create: bool, fresh_store: bool) -> None:
         """Manifest and vectors in the collection's schema; a commit by any process is
         visible to every other at once, so nothing here tracks who committed what."""
         url = settings.database_url
@@ -435,11 +427,7 @@ class Collection:
         size = self.manifest.size_bytes()
         retired, unused = self.manifest.reclaim(keep)
         self.vectors.delete(unused)
-        if self._settings.store == "postgres":
-            with closing(pg.connect(self._settings.database_url)) as conn:
-                pg.drop_snapshots(conn, self.name)
-        else:
-            _drop_snapshots(self.manifest.path)
+        backend(self._settings).drop_snapshots(self._settings, self.name)
         return {
             "retired_chunks_deleted": retired,
             "vectors_deleted": len(unused),
@@ -449,7 +437,7 @@ class Collection:
 
 
 def _unknown(settings: Settings, name: str) -> ConfigError:
-    where = "the database" if settings.store == "postgres" else str(settings.data_dir)
+    where = backend(settings).where(settings)
     known = ", ".join(list_collections(settings)) or "none yet"
     return ConfigError(
         f"unknown collection {name!r} in {where} (known: {known}); "
@@ -462,12 +450,7 @@ def as_of_problem(settings: Settings) -> str | None:
     checks that must refuse a request before any snapshot is made (the server's)."""
     if not settings.as_of:
         return None
-    if settings.store == "postgres":
-        manifest: Manifest | PgManifest = PgManifest(
-            settings.database_url, pg.schema_name(settings.collection)
-        )
-    else:
-        manifest = Manifest(manifest_path(settings, settings.collection))
+    manifest = backend(settings).manifest(settings, settings.collection)
     try:
         return _restorable_problem(manifest, settings.as_of)
     finally:
@@ -482,60 +465,16 @@ def _restorable_problem(manifest: Manifest | PgManifest, version: int) -> str | 
     return None
 
 
-def _snapshot_path(manifest: Path, version: int | str) -> Path:
-    """Where the copy of ``manifest`` rolled back to ``version`` lives (``"*"``: any),
-    in a snapshots folder beside the ``collections`` folder."""
-    return manifest.parent.parent / "snapshots" / f"{manifest.stem}-v{version}.sqlite"
-
-
-def _drop_snapshots(manifest: Path) -> None:
-    pattern = _snapshot_path(manifest, "*")
-    for snapshot in pattern.parent.glob(pattern.name):
-        snapshot.unlink(missing_ok=True)
-
-
-class CollectionBusy(ConfigError):
-    """Another process is writing the collection (an ingestion, a rollback, a gc)."""
-
-
 @contextmanager
 def exclusive(settings: Settings, name: str) -> Iterator[None]:
     """One writer per collection: an ingestion, a rollback, a gc or a drop holds this lock
     while it writes (orphan removal must not race another run's uploads): a lock file on
     one machine, an advisory lock in the database for store = postgres."""
-    if settings.store == "postgres":
-        with pg.writer_lock(settings.database_url, name) as free:
-            if not free:
-                raise CollectionBusy(
-                    f"another ingestion into {name!r} is running (it holds the collection's "
-                    "lock in the database); retry when it has finished"
-                )
-            yield
-        return
-    lock_path = manifest_path(settings, name).with_suffix(".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CollectionBusy(
-                f"another ingestion into {name!r} is running (lock {lock_path}); retry when "
-                "it has finished"
-            ) from None
+    with backend(settings).writer_lock(settings, name):
         yield
 
 
 def drop_collection(settings: Settings, name: str) -> None:
     """Remove a collection even when it cannot be opened (damaged or another version),
     under the writer lock, so it never races a running ingestion."""
-    check_name(name)
-    if settings.store == "postgres":
-        with exclusive(settings, name), closing(pg.connect(settings.database_url)) as conn:
-            pg.drop(conn, name)
-        return
-    path = manifest_path(settings, name)
-    with exclusive(settings, name):
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        _drop_snapshots(path)
-        drop_vectors(chroma_client(settings), name)
+    backend(settings).drop(settings, check_name(name))

@@ -12,6 +12,14 @@ from typing import Any, Protocol
 from tools.documents import Chunk
 
 
+class StaleStoreError(RuntimeError):
+    """A read met a store another process changed under it (Chroma says "Error finding
+    id" for vectors it deleted): open the collection again and read once more. Any
+    backend raises this one error, so the graph knows no backend by name."""
+
+    kind = "store_changing"  # as an answer's error type
+
+
 class ChunkReader(Protocol):
     """What retrieval reads from a store: both indexes, stored vectors and tokens, chunks
     by id and their neighbours; retrievers know nothing else of a store."""
