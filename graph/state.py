@@ -7,7 +7,17 @@ On a server thread the state persists between questions, so the graph's first no
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Required
+from types import UnionType
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    Required,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -58,20 +68,27 @@ class State(InputState, OutputState, total=False):
     copied: bool  # ...and, after a second NOT_FOUND, copied as check 5 asks (OWN_ANSWER)
 
 
-# Fresh values of everything one question produces. A field added to State that a later
-# question must not inherit belongs here.
+# Carried from one question of a thread to the next: the conversation, and what the
+# run's input itself sets (its question and its own settings, which finalize clears).
+CARRIED = frozenset({"messages", *InputState.__annotations__})
+
+
+def _fresh(annotation: Any) -> Any:
+    """The value a field starts a question with, from its type: empty for containers
+    and text, zero or False for numbers and flags, None for anything optional."""
+    origin = get_origin(annotation) or annotation
+    if origin in (Annotated, Required):
+        return _fresh(get_args(annotation)[0])
+    if origin in (Union, UnionType) and type(None) in get_args(annotation):
+        return None
+    return {list: [], dict: {}, str: "", bool: False, int: 0, float: 0.0}.get(origin)
+
+
+# Fresh values of everything one question produces, derived from ``State``: a field
+# added there is reset with the others, so a later question on the thread never shows
+# an earlier one's (a guard refusal once returned the previous question's retrieval).
 PER_QUESTION: dict[str, Any] = {
-    "queries": [],
-    "passages": [],
-    "draft": "",
-    "attempts": 0,
-    "feedback": [],
-    "abstain_reason": "",
-    "second_look": False,
-    "copied": False,
-    "verdict": {},
-    "retrieval": {},
-    "error": None,
-    "guard": None,
-    "timings": {},
+    name: _fresh(annotation)
+    for name, annotation in get_type_hints(State, include_extras=True).items()
+    if name not in CARRIED
 }

@@ -564,3 +564,23 @@ def test_reversed_passage_order_gives_the_generator_the_best_passage_last(corpus
     ranked = read("rank")
     assert len(ranked) == 2 and "make demo" in ranked[0]
     assert read("reversed") == ranked[::-1]
+
+
+def test_a_refused_question_on_a_thread_carries_nothing_of_the_last_one(corpus_env, models):
+    """Per-question fields are reset from the state type (graph/state.py): a guard
+    refusal after an answered question shows no retrieval, passages or verdict of it."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph.state import PER_QUESTION
+
+    app = build_graph(InMemorySaver())
+    config = config_for(thread_id="t", **GUARDED, guard="refuse")
+    first = app.invoke(
+        {"question": "How do I install the service?"}, config, context=models.services
+    )
+    assert first["retrieval"] and first["passages"]
+    models.guard_verdict = {"verdict": "off_topic", "reason": "cooking"}
+    second = app.invoke({"question": "How long do I boil an egg?"}, config, context=models.services)
+    assert second["guard"]["verdict"] == "off_topic"
+    assert second["retrieval"] == {} and second["passages"] == [] and second["verdict"] == {}
+    assert {"retrieval", "passages", "verdict", "queries", "draft"} <= set(PER_QUESTION)
