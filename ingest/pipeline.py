@@ -45,16 +45,22 @@ from tools.store.manifest import DocumentEntry, FileRecord
 
 log = logging.getLogger(__name__)
 
-# Files are committed in groups so embedding batches span files (throughput) while
-# memory and the work lost to an interruption stay bounded.
-GROUP_CHUNKS = 512
-# Texts per embed_documents call (the model still batches by embedding_batch_size inside):
-# few calls, but a progress update and a bounded retry now and then.
-EMBED_CALL_TEXTS = 512
-EMBED_BACKOFF_S = 1.0  # first retry delay for a failed embedding call; doubles each time
-# A group whose embedding is estimated to take longer than this is announced, with its
-# estimate, after its first embedding call has measured the rate.
-ANNOUNCE_AFTER_S = 120.0
+
+@dataclass(frozen=True)
+class Batching:
+    """How ingestion groups its work. None of it changes a chunk or a vector, so it is
+    not part of the hash that decides what is re-embedded (``config_hash``)."""
+
+    # Files are committed in groups so embedding batches span files (throughput) while
+    # memory and the work lost to an interruption stay bounded.
+    group_chunks: int = 512
+    # Texts per embed_documents call (the model still batches by embedding_batch_size
+    # inside): few calls, but a progress update and a bounded retry now and then.
+    embed_call_texts: int = 512
+    embed_backoff_s: float = 1.0  # first retry delay for a failed call; doubles each time
+    # A group whose embedding is estimated to take longer than this is announced, with
+    # its estimate, after its first embedding call has measured the rate.
+    announce_after_s: float = 120.0
 
 
 class IngestError(RuntimeError):
@@ -70,6 +76,7 @@ class IngestOptions:
     derive: bool = False
     prune: bool = False
     strict: bool = False
+    batching: Batching = field(default_factory=Batching)
 
     def config_hash(self, embedding_model: str) -> str:
         """Anything that changes the chunks or vectors of an unchanged file."""
@@ -128,7 +135,9 @@ def _exclusive(collection: Collection, settings: Settings) -> Iterator[None]:
         raise IngestError(str(exc)) from None
 
 
-def _embed_with_retry(embedder: Embeddings, texts: list[str], attempts: int) -> list[list[float]]:
+def _embed_with_retry(
+    embedder: Embeddings, texts: list[str], attempts: int, backoff_s: float
+) -> list[list[float]]:
     """Remote providers fail transiently; back off 1 s, 2 s, 4 s... before giving up.
     Nothing of the failing group is committed, so the collection stays as it was."""
     try:
@@ -136,7 +145,7 @@ def _embed_with_retry(embedder: Embeddings, texts: list[str], attempts: int) -> 
             lambda: embedder.embed_documents(texts),
             retries=attempts,
             what=f"embedding {len(texts)} chunks",
-            backoff_s=EMBED_BACKOFF_S,
+            backoff_s=backoff_s,
             retry_timeouts=True,
         )
     except ModelError as exc:
@@ -285,14 +294,13 @@ class Ingestor:
             report.warnings.append(f"{doc.source}: no derived documents ({exc})")
             return chunks
 
-    @staticmethod
-    def _groups(pending: list[_Pending]) -> Iterator[list[_Pending]]:
+    def _groups(self, pending: list[_Pending]) -> Iterator[list[_Pending]]:
         group: list[_Pending] = []
         size = 0
         for item in pending:
             group.append(item)
             size += len(item.chunks)
-            if size >= GROUP_CHUNKS:
+            if size >= self.options.batching.group_chunks:
                 yield group
                 group, size = [], 0
         if group:
@@ -315,12 +323,17 @@ class Ingestor:
         unseen = dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in known)
         missing = sorted(unseen, key=len, reverse=True)  # stable: a deterministic order
         fresh: dict[str, list[float]] = {}
-        step = max(EMBED_CALL_TEXTS, self.settings.embedding_batch_size)
+        step = max(self.options.batching.embed_call_texts, self.settings.embedding_batch_size)
         bar.update(len(chunks) - len(missing))  # reused vectors and repeated texts: done
         for start in range(0, len(missing), step):
             part = missing[start : start + step]
             began = time.perf_counter()
-            vectors = _embed_with_retry(self.embedder, part, self.settings.llm_max_retries)
+            vectors = _embed_with_retry(
+                self.embedder,
+                part,
+                self.settings.llm_max_retries,
+                self.options.batching.embed_backoff_s,
+            )
             got = dict(zip(part, vectors, strict=True))
             manifest.keep_pending_vectors(model, {hash_of[t]: v for t, v in got.items()})
             fresh.update(got)
@@ -335,7 +348,7 @@ class Ingestor:
     def _announce(self, label: str, left: int, rate: float, bar: tqdm) -> None:
         """Say early when embedding will take long, and that stopping loses nothing."""
         seconds = left / rate
-        if seconds > ANNOUNCE_AFTER_S:
+        if seconds > self.options.batching.announce_after_s:
             message = (
                 f"{label}: {left} more chunks to embed, about {seconds / 60:.0f} min at "
                 f"{rate:.1f} chunks/s. Interrupting keeps what is embedded; a re-run resumes."

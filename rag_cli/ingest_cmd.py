@@ -15,7 +15,7 @@ from typing import TypeVar
 from graph.services import or_shared
 from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
-from ingest.pipeline import IngestError, IngestOptions, Ingestor, IngestReport
+from ingest.pipeline import Batching, IngestError, IngestOptions, Ingestor, IngestReport
 from ingest.watch import watch
 from tools.config import Settings
 from tools.store.collection import Collection, drop_collection, exclusive, list_collections
@@ -39,6 +39,13 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     )
     ingest.add_argument("--chunk-size", type=int)
     ingest.add_argument("--overlap", type=int)
+    ingest.add_argument(
+        "--commit-chunks",
+        type=int,
+        metavar="N",
+        help=f"commit files in groups of about N chunks (default {Batching().group_chunks}): "
+        "smaller loses less work to an interruption, larger embeds in bigger batches",
+    )
     ingest.add_argument("--json-text-field", default="text")
     ingest.add_argument("--json-id-field", default="id")
     ingest.add_argument(
@@ -127,6 +134,7 @@ def _options(args: argparse.Namespace, settings: Settings) -> IngestOptions:
         derive=args.derive,
         prune=args.prune or args.watch,
         strict=args.strict,
+        batching=Batching(group_chunks=args.commit_chunks or Batching().group_chunks),
     )
 
 

@@ -336,11 +336,8 @@ def test_json_lines_saved_as_json_with_a_text_field(capsys, stub, tmp_path):
     ]
 
 
-def test_one_progress_bar_for_the_whole_embedding(capsys, stub, corpus, monkeypatch):
-    from ingest import pipeline
-
-    monkeypatch.setattr(pipeline, "GROUP_CHUNKS", 1)  # one commit group per file
-    code, _, err = rag(capsys, "ingest", corpus)
+def test_one_progress_bar_for_the_whole_embedding(capsys, stub, corpus):
+    code, _, err = rag(capsys, "ingest", corpus, "--commit-chunks", "1")  # a group per file
     assert code == 0, err
     bars = {line.split(":")[0].strip() for line in err.replace("\r", "\n").splitlines()}
     assert {b for b in bars if b.startswith("embed")} == {"embed and commit 3 files"}, bars

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
-from ingest import pipeline
 from ingest.partition import PartitionOptions
-from ingest.pipeline import IngestError, IngestOptions, Ingestor
+from ingest.pipeline import Batching, IngestError, IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings
 from tests.files import write_tree
 from tools.config import ConfigError, load_settings
@@ -129,10 +129,16 @@ class ExplodingEmbeddings(HashEmbeddings):
         return super().embed_documents(texts)
 
 
-def test_interrupted_run_then_rerun_matches_a_clean_run(settings, corpus, monkeypatch):
-    monkeypatch.setattr(pipeline, "GROUP_CHUNKS", 1)  # one file per group: commits in between
+def test_interrupted_run_then_rerun_matches_a_clean_run(settings, corpus):
+    one_per_group = replace(OPTIONS, batching=Batching(group_chunks=1))  # commits in between
     with pytest.raises(KeyboardInterrupt):
-        run(settings, [corpus], name="broken", embedder=ExplodingEmbeddings(after_calls=2))
+        run(
+            settings,
+            [corpus],
+            name="broken",
+            options=one_per_group,
+            embedder=ExplodingEmbeddings(after_calls=2),
+        )
     col = Collection(settings, "broken")
     committed = len(col.manifest.files())
     assert 0 < committed < 3  # some files committed, some not: never a half-written file

@@ -11,15 +11,15 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from chromadb.api.client import SharedSystemClient
 
 from graph.services import Services
-from ingest import pipeline
 from ingest.partition import PartitionOptions
-from ingest.pipeline import IngestError, IngestOptions, Ingestor
+from ingest.pipeline import Batching, IngestError, IngestOptions, Ingestor
 from rag_cli.main import main
 from tests.fakes import HashEmbeddings
 from tests.files import write_tree
@@ -56,9 +56,11 @@ def corpus(tmp_path):
     return write_tree(tmp_path / "corpus", PAGES)
 
 
-def ingest(settings, paths, name="docs", embedder=None):
+def ingest(settings, paths, name="docs", embedder=None, **batching):
+    """``batching``: Batching fields for this run (smaller groups, no backoff...)."""
     col = Collection(settings, name, create=True)
-    report = Ingestor(settings, col, embedder or HashEmbeddings(), OPTIONS, progress=False).run(
+    options = replace(OPTIONS, batching=Batching(**batching))
+    report = Ingestor(settings, col, embedder or HashEmbeddings(), options, progress=False).run(
         paths
     )
     return report, col
@@ -159,7 +161,6 @@ def test_disk_full_during_vector_writes_loses_nothing(settings, corpus, monkeypa
     before = state(col)
     for i in range(6):
         (corpus / f"page{i}.md").write_text(f"# Page {i}\n\nRewritten topic {i} text.\n")
-    monkeypatch.setattr(pipeline, "GROUP_CHUNKS", 2)
     real = ChromaChunkStore.upsert
     calls = []
 
@@ -170,7 +171,7 @@ def test_disk_full_during_vector_writes_loses_nothing(settings, corpus, monkeypa
         return real(self, chunks, vectors)
 
     monkeypatch.setattr(ChromaChunkStore, "upsert", full)
-    args = ["ingest", str(corpus), "--data-dir", str(settings.data_dir)]
+    args = ["ingest", str(corpus), "--data-dir", str(settings.data_dir), "--commit-chunks", "2"]
     assert main(args, services=HASHED) == 1
     err = capsys.readouterr().err
     assert "No space left on device" in err and "re-run" in err
@@ -251,6 +252,7 @@ REOPEN = textwrap.dedent(
 KILLER = textwrap.dedent(
     """
     import os, signal, sys
+    from dataclasses import replace
     sys.path.insert(0, {repo!r})
     from ingest import pipeline
     from tests.fakes import HashEmbeddings
@@ -260,7 +262,6 @@ KILLER = textwrap.dedent(
     from tools.store.manifest import Manifest
     from tools.store.pg_manifest import PgManifest
 
-    pipeline.GROUP_CHUNKS = 1
     settings = load_settings({values!r})
     Manifest = PgManifest if settings.store == "postgres" else Manifest
     real = Manifest.replace_file
@@ -272,7 +273,8 @@ KILLER = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)
     Manifest.replace_file = replace_then_die
     col = Collection(settings, "docs", create=True)
-    pipeline.Ingestor(settings, col, HashEmbeddings(), OPTIONS, progress=False).run([{corpus!r}])
+    options = replace(OPTIONS, batching=pipeline.Batching(group_chunks=1))
+    pipeline.Ingestor(settings, col, HashEmbeddings(), options, progress=False).run([{corpus!r}])
     """
 )
 
@@ -323,6 +325,7 @@ def test_a_killed_run_leaves_the_last_version_to_go_back_to(store_settings, corp
 RUNNER = textwrap.dedent(
     """
     import sys
+    from dataclasses import replace
     sys.path.insert(0, {repo!r})
     from ingest import pipeline
     from tests.fakes import HashEmbeddings
@@ -330,10 +333,10 @@ RUNNER = textwrap.dedent(
     from tools.store.collection import Collection
     from tools.config import load_settings
 
-    pipeline.GROUP_CHUNKS = 1
     settings = load_settings({{"data_dir": {data!r}}})
     col = Collection(settings, "docs", create=True)
-    pipeline.Ingestor(settings, col, HashEmbeddings(), OPTIONS, progress=False).run([{corpus!r}])
+    options = replace(OPTIONS, batching=pipeline.Batching(group_chunks=1))
+    pipeline.Ingestor(settings, col, HashEmbeddings(), options, progress=False).run([{corpus!r}])
     """
 )
 
@@ -384,16 +387,14 @@ class FlakyEmbeddings(HashEmbeddings):
         return super().embed_documents(texts)
 
 
-def test_transient_embedding_failures_are_retried(settings, corpus, monkeypatch):
-    monkeypatch.setattr(pipeline, "EMBED_BACKOFF_S", 0)
-    report, col = ingest(settings, [corpus], embedder=FlakyEmbeddings(failures=2))
+def test_transient_embedding_failures_are_retried(settings, corpus):
+    flaky = FlakyEmbeddings(failures=2)
+    report, col = ingest(settings, [corpus], embedder=flaky, embed_backoff_s=0)
     assert report.files_indexed == len(PAGES)
     assert_like_clean(settings, col, [corpus])
 
 
-def test_persistent_embedding_failure_keeps_committed_files(settings, corpus, monkeypatch):
-    monkeypatch.setattr(pipeline, "EMBED_BACKOFF_S", 0)
-    monkeypatch.setattr(pipeline, "GROUP_CHUNKS", 2)
+def test_persistent_embedding_failure_keeps_committed_files(settings, corpus):
     emb = FlakyEmbeddings(failures=0)
     real = emb.embed_documents
     calls = []
@@ -406,7 +407,7 @@ def test_persistent_embedding_failure_keeps_committed_files(settings, corpus, mo
 
     emb.embed_documents = fail_after_first
     with pytest.raises(ModelError, match=r"after 3 attempts.*re-run to finish"):
-        ingest(settings, [corpus], embedder=emb)
+        ingest(settings, [corpus], embedder=emb, embed_backoff_s=0, group_chunks=2)
     col = Collection(settings, "docs")
     assert len(col.manifest.files()) == 2  # the first group, whole
     assert col.vectors.ids() == col.manifest.vector_owners()
@@ -449,11 +450,8 @@ def test_rag_serve_refuses_to_start_on_a_damaged_collection(settings, corpus, ca
     assert "--rebuild" in capsys.readouterr().err
 
 
-def test_an_interrupted_big_file_keeps_its_embedded_parts_and_a_rerun_resumes(
-    tmp_path, monkeypatch, caplog
-):
-    monkeypatch.setattr(pipeline, "EMBED_BACKOFF_S", 0)
-    monkeypatch.setattr(pipeline, "EMBED_CALL_TEXTS", 4)
+def test_an_interrupted_big_file_keeps_its_embedded_parts_and_a_rerun_resumes(tmp_path, caplog):
+    small_calls = {"embed_backoff_s": 0, "embed_call_texts": 4}
     settings = load_settings({"data_dir": tmp_path / "data", "embedding_batch_size": 1})
     big = "\n\n".join(
         f"## Part {i}\n\nSection {i} explains topic{i} " + "in many more words " * 8
@@ -470,15 +468,14 @@ def test_an_interrupted_big_file_keeps_its_embedded_parts_and_a_rerun_resumes(
 
     emb.embed_documents = fail_on_third_call
     with pytest.raises(ModelError):
-        ingest(settings, [corpus], embedder=emb)
+        ingest(settings, [corpus], embedder=emb, **small_calls)
     col = Collection(settings, "docs")
     assert col.manifest.files() == [] and col.manifest.chunk_ids() == set()  # not committed
     embedded_before = sum(emb.calls)
     assert embedded_before == 8  # two calls of 4 texts were kept
     again = HashEmbeddings()
-    monkeypatch.setattr(pipeline, "ANNOUNCE_AFTER_S", 0)  # announce even this small file
-    with caplog.at_level("INFO", logger="ingest.pipeline"):
-        report, col = ingest(settings, [corpus], embedder=again)
+    with caplog.at_level("INFO", logger="ingest.pipeline"):  # announce even this small file
+        report, col = ingest(settings, [corpus], embedder=again, announce_after_s=0, **small_calls)
     assert "big.md: " in caplog.text and "a re-run resumes" in caplog.text
     assert report.files_indexed == 1 and report.vectors_reused == embedded_before
     assert sum(again.calls) == report.chunks_embedded == len(col.manifest.chunk_ids()) - 8
