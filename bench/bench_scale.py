@@ -368,7 +368,7 @@ def main() -> None:
 
     from tools.config import load_settings
 
-    data = load_settings().eval_data_dir
+    data = load_settings().eval_data(Path("."), "RAG_EVAL_DATA_DIR=")
     questions = queries(data, args.queries)
     pool = sentences(data)
     baseline = baseline_code(args.cache, args.baseline_rev)

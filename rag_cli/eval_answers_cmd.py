@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], str, str]:
     if args.collection:
         raise ValueError("--collection goes with --questions; --squad builds its own")
-    path = Path(args.squad) if args.squad else settings.eval_data_dir / SQUAD_DEV
+    path = Path(args.squad) if args.squad else settings.eval_data(SQUAD_DEV, "--squad")
     answerable = args.limit // 2
     sample = load_squad(
         path,

@@ -210,7 +210,7 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_convert_cacm(args: argparse.Namespace, settings: Settings) -> int:
-    source = Path(args.source) if args.source else settings.eval_data_dir / CACM_SOURCE
+    source = Path(args.source) if args.source else settings.eval_data(CACM_SOURCE, "--source")
     report = convert_cacm(source, Path(args.out))
     print(
         f"wrote {args.out}: {report.documents} documents, {report.queries} queries "

@@ -88,7 +88,13 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
         print("rag eval verifier: error: calibrate on --split dev only", file=sys.stderr)
         return 2
     measured_with = provenance("verifier_docs", "squad")  # the code as the run starts
-    squad = None if args.squad is None else Path(args.squad or settings.eval_data_dir / SQUAD_DEV)
+    squad = (
+        None
+        if args.squad is None
+        else Path(args.squad)
+        if args.squad
+        else settings.eval_data(SQUAD_DEV, "--squad")
+    )
     items = bench.load_items(
         squad, split=args.split, seed=args.seed, squad_per_split=args.squad_per_split
     )[: args.limit]

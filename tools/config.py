@@ -59,11 +59,11 @@ class Settings(BaseModel):
         Path("~/.cache/agentic-rag"),
         description="Heavy reusable artifacts: built wheels and assembled model files.",
     )
-    eval_data_dir: Path = Field(
-        Path("../shared/data"),
+    eval_data_dir: Path | None = Field(
+        None,
         description="Where rag eval finds public datasets when no file is named: "
-        "squad2-dev/dev-v2.0.json (SQuAD 2.0 dev) and cacm/ (relative to the working "
-        "directory).",
+        "squad2-dev/dev-v2.0.json (SQuAD 2.0 dev) and cacm/. Unset: name the file "
+        "(--squad FILE, --source DIR).",
     )
 
     generator_model: str = Field("local", description="Chat model that writes the answer.")
@@ -511,10 +511,17 @@ class Settings(BaseModel):
     def resolved_cache_dir(self) -> Path:
         return self.cache_dir.resolve()
 
+    def eval_data(self, relative: Path, flag: str) -> Path:
+        """A public dataset under ``eval_data_dir``; no default points outside the
+        checkout, so an unset one says what to set."""
+        if self.eval_data_dir is None:
+            raise ConfigError(
+                f"name the data ({flag} PATH) or set eval_data_dir (RAG_EVAL_DATA_DIR) to "
+                f"a folder holding {relative}"
+            )
+        return self.eval_data_dir / relative
 
-# The settings a request from outside the process (a server run, a chat-page toggle) may
-# change: only how a question is answered. Everything that names a model, a host, a key,
-# a path, tracing, a timeout or a threshold stays as the operator started the service.
+
 # What each store needs of the other settings (tools/store/backends.py holds the rest of
 # what differs between stores): a check on the settings, and what to set when it fails.
 STORE_NEEDS: dict[str, tuple[tuple[Callable[[Settings], bool], str], ...]] = {
@@ -531,6 +538,9 @@ STORE_NEEDS: dict[str, tuple[tuple[Callable[[Settings], bool], str], ...]] = {
     ),
 }
 
+# The settings a request from outside the process (a server run, a chat-page toggle) may
+# change: only how a question is answered. Everything that names a model, a host, a key,
+# a path, tracing, a timeout or a threshold stays as the operator started the service.
 REQUEST_SETTINGS = frozenset(
     {
         "collection",
