@@ -13,6 +13,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 
 from graph.context import header_location, numbers_by_location
+from graph.explain import CHECK_THE_REFERENCES, unverified_reason
 from graph.graph import GENERATOR_NODE
 from tools.retrieval.hybrid import Passage
 
@@ -73,6 +74,13 @@ def passage_view(n: int, passage: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _reason(state: dict[str, Any]) -> str:
+    verdict = state.get("verdict") or {}
+    if state.get("abstained") or not verdict or verdict.get("grounded"):
+        return ""
+    return f"{unverified_reason(verdict)} {CHECK_THE_REFERENCES}"
+
+
 def build_exchange(
     exchange_id: str,
     question: str,
@@ -96,6 +104,8 @@ def build_exchange(
         "error": state.get("error"),
         "guard": state.get("guard"),
         "verdict": state.get("verdict") or {},
+        # the same sentence `rag ask` prints after NOT VERIFIED (graph/explain.py)
+        "reason": _reason(state),
         "citations": state.get("citations") or [],
         "references": state.get("references") or [],
         "passages": [passage_view(n, p) for n, p in enumerate(state.get("passages") or [], 1)],

@@ -277,23 +277,9 @@ function verdictLine(ex) {
     line.append(el("span", { class: "badge ok" }, "verified"), `confidence ${fmt(v.confidence)}`);
   } else if (v.confidence !== undefined) {
     line.append(el("span", { class: "badge bad" }, "not verified"),
-      `confidence ${fmt(v.confidence)}: check the sources before relying on this answer`);
-    if (v.error) line.append(el("div", { class: "error" }, v.error));
-    const second = v.second_opinion;
-    if (second) {
-      line.append(el("div", { "data-testid": "second-opinion" }, second.error
-        ? `The second opinion could not run: ${second.error}`
-        : `Asked again with the passages in reverse order, the model answered ` +
-          `"${second.answer}": the two answers do not agree.`));
-    }
-    const choice = v.literal_choice;
-    if (choice && choice.overruled) {
-      line.append(el("div", { "data-testid": "literal-choice" },
-        `Asked which of ${choice.options.join(", ")} belongs where the answer says ` +
-        `${choice.literal}, ` + (choice.picked !== choice.literal
-          ? `the verifier picked ${choice.picked}.`
-          : `the verifier could not tell it from ${choice.rival}.`)));
-    }
+      `confidence ${fmt(v.confidence)}`);
+    // the sentence `rag ask` prints after NOT VERIFIED, written once by the server
+    if (ex.reason) line.append(el("div", { "data-testid": "reason" }, ex.reason));
     if ((v.unsupported || []).length) {
       line.append(el("div", {}, "Statements the cited passages do not support (highlighted):"),
         el("ul", {}, ...v.unsupported.map((s) => el("li", {}, s))));

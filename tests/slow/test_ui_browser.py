@@ -90,8 +90,11 @@ def ask_until_cited(page) -> tuple[str, object]:
 
 
 def test_the_verdict_line_says_why_an_answer_is_not_verified(ui, browser):
-    """The page's rendering of a verdict the small models rarely produce on demand: a
-    literal the verifier overruled, and a second opinion that disagreed."""
+    """The page shows the very sentence `rag ask` prints after NOT VERIFIED (one
+    function writes it, graph/explain.py): for a literal the verifier overruled, a
+    second opinion that disagreed, and a tie."""
+    from rag_ui.exchange import _reason
+
     page = browser.new_page()
     page.goto(f"{ui['url']}/?token={ui['token']}")
     choice = {
@@ -101,18 +104,20 @@ def test_the_verdict_line_says_why_an_answer_is_not_verified(ui, browser):
         "overruled": True,
     }
     second = {"answer": "4 minutes [2]", "agreement": 0.0, "needed": 0.5}
-    verdict = {"grounded": False, "confidence": 0.2, "literal_choice": choice}
+    base = {"grounded": False, "confidence": 0.2, "threshold": 0.62}
     line = "ex => verdictLine(ex).textContent"
-    text = page.evaluate(line, {"verdict": {**verdict, "second_opinion": second}})
-    assert text.startswith("not verifiedconfidence 0.200: check the sources")
-    assert "Asked which of rag serve, rag ui belongs where the answer says rag ui, " in text
-    assert "the verifier picked rag serve." in text
-    assert 'the model answered "4 minutes [2]": the two answers do not agree' in text
-    kept = {**verdict, "literal_choice": {**choice, "overruled": False}}
-    assert "Asked which" not in page.evaluate(line, {"verdict": kept})
     tie = {**choice, "picked": "rag ui", "rival": "rag serve"}  # won, but not by the margin
-    text = page.evaluate(line, {"verdict": {**verdict, "literal_choice": tie}})
-    assert "the verifier could not tell it from rag serve." in text
+    for verdict in (
+        {**base, "literal_choice": choice},
+        {**base, "second_opinion": second},
+        {**base, "literal_choice": tie},
+    ):
+        reason = _reason({"verdict": verdict})
+        assert reason.endswith("Check the references before relying on it.")
+        printed = f"NOT VERIFIED: {reason}"  # what print_answer writes (test_ask_cli)
+        text = page.evaluate(line, {"verdict": verdict, "reason": reason})
+        assert text == f"not verifiedconfidence 0.200{reason}", text
+        assert printed.endswith(text.removeprefix("not verifiedconfidence 0.200"))
     assert page.evaluate(line, {"verdict": {"grounded": True, "confidence": 0.7}}) == (
         "verifiedconfidence 0.700"
     )

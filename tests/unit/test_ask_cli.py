@@ -7,8 +7,8 @@ import json
 import pytest
 
 from graph import prompts
+from graph.explain import unverified_reason
 from graph.services import Services
-from rag_cli.ask_cmd import unverified_reason
 from rag_cli.main import main
 
 
@@ -239,3 +239,23 @@ def test_chat_prompt_says_which_passage_number_the_answer_gave_each(
     out = capsys.readouterr().out
     assert "to turn tracing off [1]." in out  # shown renumbered...
     assert "in this prompt, [2] is the answer's [1]" in out  # ...and the prompt says so
+
+
+def test_the_cli_and_the_chat_page_give_the_same_reason(capsys):
+    """One function writes why an answer is not verified (graph/explain.py): the CLI
+    prints it, and the chat page's server sends the same sentence to the page."""
+    from rag_cli.ask_cmd import print_answer
+    from rag_ui.exchange import _reason
+
+    choice = {"literal": "rag ui", "options": ["rag serve", "rag ui"], "picked": "rag serve"}
+    verdict = {
+        "grounded": False,
+        "confidence": 0.2,
+        "threshold": 0.62,
+        "literal_choice": {**choice, "overruled": True},
+    }
+    state = {"answer": "Run rag ui [1].", "abstained": False, "verdict": verdict}
+    print_answer({**state, "references": ["[1] a.md"], "streamed": ""})
+    printed = capsys.readouterr().out
+    assert f"NOT VERIFIED: {_reason(state)}" in printed
+    assert _reason({**state, "verdict": {**verdict, "grounded": True}}) == ""
