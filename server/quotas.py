@@ -28,9 +28,12 @@ from tools.config import Settings
 ACTIVE = ("pending", "running")
 RUN_RETRY_AFTER_S = 15  # about half an answer on the 2-core machine
 STORED_RETRY_AFTER_S = 600  # until the client deletes threads: not soon
-# a reservation counts until its run is in the runtime's records, or this long at most
-# (the run was refused after the reservation, or its insertion failed)
-RESERVATION_TTL_S = 60.0
+# A reservation bridges the moment between the auth handler's count and the run's
+# insertion (one await: the runtime logs a new thread, in an executor): it counts until
+# its run is in the runtime's records, or this long at most. Short, because a run
+# without a thread is deleted when it ends, so a fast one may never be seen in the
+# records, and a long life counted it as active (a 60 s one refused sequential runs).
+RESERVATION_TTL_S = 1.0
 SIZES_KEPT = 10_000  # cached record sizes: (id, updated_at) -> bytes
 
 

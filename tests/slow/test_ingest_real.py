@@ -89,7 +89,7 @@ def make_corpus(root: Path) -> int:
     Enough lines for three commit groups, so a kill can land between commits.
     Returns the number of chunks a complete run produces.
     """
-    lines_per_file = math.ceil(2.5 * pipeline.GROUP_CHUNKS / FILES)
+    lines_per_file = math.ceil(2.5 * pipeline.Batching().group_chunks / FILES)
     rng = random.Random(7)
     root.mkdir()
     for n in range(FILES):
