@@ -124,29 +124,40 @@ async def reserve_run(client: str, run_id: str, settings: Settings) -> Refusal |
     from langgraph_runtime_inmem.database import connect  # the server's runtime, not ours
 
     async with connect() as conn:
-        store = conn.store
-        threads = {
-            str(t["thread_id"])
-            for t in store["threads"]
-            if (t.get("metadata") or {}).get("owner") == client
-        }
-        runs = _owned_runs(store, client, threads)
-        recorded = {str(r["run_id"]) for r in store["runs"]}
-        now = time.monotonic()
-        mine = _reserved.setdefault(client, {})
-        for held, since in list(mine.items()):
-            if held in recorded or now - since > RESERVATION_TTL_S:
-                del mine[held]
-        active = sum(1 for r in runs if r["status"] in ACTIVE) + len(mine)
-        if active >= settings.client_max_active_runs:
-            return Refusal(
-                429,
-                f"you have {active} runs pending or running, the most "
-                "client_max_active_runs allows: wait for one to finish",
-                RUN_RETRY_AFTER_S,
-            )
-        mine[run_id] = now
-        return None
+        cap = settings.client_max_active_runs
+        return reserve(conn.store, _reserved, client, run_id, cap, time.monotonic())
+
+
+def reserve(
+    store: dict[str, Any],
+    reserved: dict[str, dict[str, float]],
+    client: str,
+    run_id: str,
+    cap: int,
+    now: float,
+) -> Refusal | None:
+    """``reserve_run`` on a given store and reservation book, at time ``now``."""
+    threads = {
+        str(t["thread_id"])
+        for t in store["threads"]
+        if (t.get("metadata") or {}).get("owner") == client
+    }
+    runs = _owned_runs(store, client, threads)
+    recorded = {str(r["run_id"]) for r in store["runs"]}
+    mine = reserved.setdefault(client, {})
+    for held, since in list(mine.items()):
+        if held in recorded or now - since > RESERVATION_TTL_S:
+            del mine[held]
+    active = sum(1 for r in runs if r["status"] in ACTIVE) + len(mine)
+    if active >= cap:
+        return Refusal(
+            429,
+            f"you have {active} runs pending or running, the most "
+            "client_max_active_runs allows: wait for one to finish",
+            RUN_RETRY_AFTER_S,
+        )
+    mine[run_id] = now
+    return None
 
 
 def metadata_total_problem(
