@@ -13,8 +13,9 @@ import re
 # libpq's secret parameters, wherever a connection string can carry them
 _SECRET_PARAMS = r"password|sslpassword|passfile|sslkey|api[_-]?key|secret|token"
 _REDACTIONS = (
-    # userinfo of a URL: scheme://user:password@host (the last @ ends it)
-    (re.compile(r"(://[^:/@\s]*:)[^\s]*@(?=[^@\s]*)"), r"\1***@"),
+    # userinfo of a URL: scheme://user:password@host (the last @ before the path ends
+    # it; a port and a path with an @ in it are not a password)
+    (re.compile(r"(://[^:/@\s]*:)[^\s/]*@"), r"\1***@"),
     # a query parameter: ...?password=x&... or ;password=x
     (re.compile(rf"([?&;](?:{_SECRET_PARAMS})=)[^&;#\s]*", re.I), r"\1***"),
     # a key=value connection string: host=h password='a b' user=u

@@ -71,3 +71,8 @@ def test_eval_reports_carry_masked_settings(planted):
     """What `rag eval answers` writes into --out and --json (rag_cli/eval_answers_cmd.py)."""
     report = {"settings": masked(planted)}
     assert leaked(json.dumps(report)) == []
+
+
+def test_a_port_and_a_path_are_not_a_password():
+    assert redacted_url("http://host:8080/path@x") == "http://host:8080/path@x"
+    assert redacted_url("postgres://u:p@ss@h:5432/db") == "postgres://u:***@h:5432/db"
