@@ -119,3 +119,16 @@ def test_in_process_callers_are_the_operator(two_clients, models):
 
     out = build_graph().invoke(HERON, config_for(collection="bobdocs"), context=models.services)
     assert BOB_SECRET in str(out["passages"])
+
+
+def test_a_foreign_collection_from_an_earlier_turn_is_never_read(two_clients, models):
+    """Bob's turn on a thread named his collection; Alice's next turn on that thread
+    names none. It runs on her own settings: his collection is not inherited (and a
+    value left in the state by a turn that never finished is refused, above)."""
+    app = build_graph(InMemorySaver())
+    bobs = app.invoke(
+        {**HERON, "collection": "bobdocs"}, as_client("bob", "shared"), context=models.services
+    )
+    assert BOB_SECRET in str(bobs["passages"])
+    alices = app.invoke(HERON, as_client("alice", "shared"), context=models.services)
+    assert BOB_SECRET not in str(alices["passages"]) and BOB_SECRET not in alices["answer"]
