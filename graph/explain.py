@@ -14,6 +14,11 @@ from typing import Any
 CHECK_THE_REFERENCES = "Check the references before relying on it."
 
 
+def not_verified(verdict: dict[str, Any]) -> str:
+    """What a user reads after the NOT VERIFIED label, on every surface."""
+    return f"{unverified_reason(verdict)} {CHECK_THE_REFERENCES}"
+
+
 def unverified_reason(verdict: dict[str, Any]) -> str:
     """What could not be checked, in a sentence."""
     if verdict.get("error"):

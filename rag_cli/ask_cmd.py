@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for
-from graph.explain import CHECK_THE_REFERENCES, own_answer_said, unverified_reason
+from graph.explain import not_verified, own_answer_said
 from graph.services import Services
 from graph.state import OutputState
 from rag_cli.ctrl_c import ctrl_c_cancels
@@ -133,7 +133,7 @@ def print_answer(out: dict[str, Any]) -> None:
             f"{verdict['confidence']:.2f}, threshold {verdict['threshold']:g}{agreed})."
         )
     elif verdict:
-        print(f"\nNOT VERIFIED: {unverified_reason(verdict)} {CHECK_THE_REFERENCES}")
+        print(f"\nNOT VERIFIED: {not_verified(verdict)}")
     if warning := (verdict.get("thresholds") or {}).get("warning"):
         print(f"warning: {warning}")
     if out.get("trace_id"):

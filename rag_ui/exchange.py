@@ -13,7 +13,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 
 from graph.context import header_location, numbers_by_location
-from graph.explain import CHECK_THE_REFERENCES, unverified_reason
+from graph.explain import not_verified
 from graph.graph import GENERATOR_NODE
 from tools.retrieval.hybrid import Passage
 
@@ -78,7 +78,7 @@ def _reason(state: dict[str, Any]) -> str:
     verdict = state.get("verdict") or {}
     if state.get("abstained") or not verdict or verdict.get("grounded"):
         return ""
-    return f"{unverified_reason(verdict)} {CHECK_THE_REFERENCES}"
+    return not_verified(verdict)
 
 
 def build_exchange(

@@ -95,11 +95,19 @@ def _owned_runs(store: dict[str, Any], client: str, threads: set[str]) -> list[d
     ]
 
 
+def _owned_threads(store: dict[str, Any], client: str) -> list[dict[str, Any]]:
+    return [t for t in store["threads"] if (t.get("metadata") or {}).get("owner") == client]
+
+
+def _active(runs: Iterable[dict[str, Any]]) -> int:
+    return sum(1 for r in runs if r["status"] in ACTIVE)
+
+
 def _usage(store: dict[str, Any], client: str) -> Usage:
-    threads = [t for t in store["threads"] if (t.get("metadata") or {}).get("owner") == client]
+    threads = _owned_threads(store, client)
     owned = {str(t["thread_id"]) for t in threads}
     runs = _owned_runs(store, client, owned)
-    active = sum(1 for r in runs if r["status"] in ACTIVE)
+    active = _active(runs)
     stored = sum(_record_size("thread", t, ("metadata", "values", "config")) for t in threads)
     stored += sum(_record_size("run", r, ("metadata", "kwargs")) for r in runs)
     stored += _checkpoint_bytes(owned)
@@ -137,27 +145,26 @@ def reserve(
     now: float,
 ) -> Refusal | None:
     """``reserve_run`` on a given store and reservation book, at time ``now``."""
-    threads = {
-        str(t["thread_id"])
-        for t in store["threads"]
-        if (t.get("metadata") or {}).get("owner") == client
-    }
-    runs = _owned_runs(store, client, threads)
+    threads = {str(t["thread_id"]) for t in _owned_threads(store, client)}
     recorded = {str(r["run_id"]) for r in store["runs"]}
     mine = reserved.setdefault(client, {})
     for held, since in list(mine.items()):
         if held in recorded or now - since > RESERVATION_TTL_S:
             del mine[held]
-    active = sum(1 for r in runs if r["status"] in ACTIVE) + len(mine)
+    active = _active(_owned_runs(store, client, threads)) + len(mine)
     if active >= cap:
-        return Refusal(
-            429,
-            f"you have {active} runs pending or running, the most "
-            "client_max_active_runs allows: wait for one to finish",
-            RUN_RETRY_AFTER_S,
-        )
+        return _too_many_runs(active)
     mine[run_id] = now
     return None
+
+
+def _too_many_runs(active: int) -> Refusal:
+    return Refusal(
+        429,
+        f"you have {active} runs pending or running, the most client_max_active_runs "
+        "allows: wait for one to finish",
+        RUN_RETRY_AFTER_S,
+    )
 
 
 def metadata_total_problem(
@@ -201,10 +208,5 @@ def quota_problem(
             STORED_RETRY_AFTER_S,
         )
     if run and usage.active_runs >= settings.client_max_active_runs:
-        return Refusal(
-            429,
-            f"you have {usage.active_runs} runs pending or running, the most "
-            f"client_max_active_runs allows: wait for one to finish",
-            RUN_RETRY_AFTER_S,
-        )
+        return _too_many_runs(usage.active_runs)
     return None

@@ -14,14 +14,13 @@ from collections.abc import MutableMapping
 
 from tools import tracing
 from tools.config import Settings, redacted_url
-from tools.models.factory import ROLES, chat_spec
+from tools.models.factory import ROLES, chat_spec, key_base_url
 from tools.models.spec import parse_model_spec
 from tools.store.backends import backend
 
 # LangSmith's variables, under both of its names: every one of them is removed (new
 # ones, such as LANGSMITH_RUNS_ENDPOINTS, keep appearing), never a list kept by hand
 LANGSMITH_PREFIXES = ("LANGSMITH_", "LANGCHAIN_")
-PROVIDER_HOSTS = {"openai": "https://api.openai.com/v1"}
 
 
 def without_unasked_telemetry(settings: Settings, env: MutableMapping[str, str]) -> None:
@@ -40,12 +39,9 @@ def destinations(settings: Settings) -> list[str]:
     specs.append((parse_model_spec(settings.embedding_model, kind="embedding"), "embedding model"))
     for spec, what in specs:
         if spec.provider != "local":
-            default = os.environ.get("OPENAI_BASE_URL") if spec.provider == "openai" else None
-            where = (
-                spec.base_url
-                or default
-                or PROVIDER_HOSTS.get(spec.provider, f"litellm: {spec.name}")
-            )
+            # an openai spec with no base URL goes where OPENAI_API_KEY belongs
+            default = key_base_url() if spec.provider == "openai" else f"litellm: {spec.name}"
+            where = spec.base_url or default
             found.setdefault(where, []).append(what)
     if sent := backend(settings).address(settings):
         found.setdefault(sent[0], []).append(sent[1])

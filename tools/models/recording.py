@@ -42,13 +42,18 @@ class NotRecordedError(ModelError):
     kind = "model_error"
 
 
-def call_key(role: str, messages: list[BaseMessage], kwargs: dict[str, Any]) -> str:
-    """What decides a reply: the role, each message's type and text, the call's args."""
-    asked = {
+def _asked(role: str, messages: list[BaseMessage], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What decides a reply: the role, each message's type and text, the call's args
+    (``stream`` only changes how the reply arrives)."""
+    return {
         "role": role,
         "messages": [(m.type, m.text) for m in messages],
         "kwargs": {k: v for k, v in sorted(kwargs.items()) if k != "stream"},
     }
+
+
+def call_key(role: str, messages: list[BaseMessage], kwargs: dict[str, Any]) -> str:
+    asked = _asked(role, messages, kwargs)
     return hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -79,10 +84,8 @@ class RecordingChat(BaseChatModel):
     def _write(self, messages: list[BaseMessage], kwargs: dict[str, Any], reply: Any) -> None:
         record = {
             "key": call_key(self.role, messages, kwargs),
-            "role": self.role,
+            **_asked(self.role, messages, kwargs),
             "model": self.model_name,
-            "messages": [(m.type, m.text) for m in messages],
-            "kwargs": {k: v for k, v in kwargs.items() if k != "stream"},
             "content": reply.text,
             "response_metadata": reply.response_metadata or {},
         }

@@ -12,7 +12,6 @@ class with these methods, add it to ``BACKENDS``, and run the contract suite
 from __future__ import annotations
 
 import fcntl
-import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -220,7 +219,7 @@ class Postgres:
                     "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
                 ).fetchone()[0]
                 names = pg.collection_names(conn)
-        except (pg.DatabaseError, sqlite3.Error) as exc:
+        except pg.DatabaseError as exc:
             return {"store": self.name, "where": where, "error": str(exc), "detail": ""}
         detail = f"PostgreSQL {server}, pgvector {vector}, {len(names)} collections"
         return {"store": self.name, "where": where, "error": None, "detail": detail}
