@@ -29,7 +29,7 @@ from evaluation.verifier import precision_floor
 from graph import build_graph
 from graph.graph import config_for
 from graph.prompts import versions
-from graph.services import Services, or_shared
+from graph.services import Services
 from tools import tracing
 from tools.answer_check import SAME_ANSWER_F1
 from tools.config import Settings
@@ -106,7 +106,7 @@ def evaluate_answers(
     judge: bool = False,
     progress: bool = True,
     log: Path | None = None,
-    services: Services | None = None,
+    services: Services,
 ) -> dict[str, Any]:
     """Run the graph on every item with ``settings`` (its collection must exist).
 
@@ -114,7 +114,7 @@ def evaluate_answers(
     interrupted run of an hour keeps what it measured (``summarize`` reads such records).
     """
     app = build_graph(checkpointer=InMemorySaver())  # to read each run's passages back
-    judge_model = or_shared(services).llm(settings, "judge") if judge else None
+    judge_model = services.llm(settings, "judge") if judge else None
     run_id = uuid.uuid4().hex[:8]
     configurable = settings.model_dump(mode="json")  # the same for every item
     records: list[dict[str, Any]] = []

@@ -1,5 +1,5 @@
-"""The agentic RAG LangGraph: ``from graph import build_graph`` or the compiled ``graph``."""
+"""The agentic RAG LangGraph: ``from graph import build_graph, config_for``."""
 
-from graph.graph import build_graph, config_for, graph, make_graph
+from graph.graph import build_graph, config_for
 
-__all__ = ["build_graph", "config_for", "graph", "make_graph"]
+__all__ = ["build_graph", "config_for"]

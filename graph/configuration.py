@@ -19,9 +19,10 @@ server's door: a server run carries the client LangGraph's auth authenticated
 (``langgraph_auth_user_id``, set by the server after any request value is merged, so a
 request cannot forge it), and every resolution refuses a collection that client may
 not read and settings over ``max_model_calls``, whatever the request, the thread's
-saved state or an earlier turn said. Every node resolves its settings through
-``settings_for`` before it opens a collection or calls a model, so a routing mistake
-in front of the graph cannot widen what a client reads or spends.
+saved state or an earlier turn said. Every node and edge gets its settings from
+``settings_for`` (through graph/run.py, its one caller in the graph) before it opens a
+collection or calls a model, so a routing mistake in front of the graph cannot widen
+what a client reads or spends.
 """
 
 from __future__ import annotations

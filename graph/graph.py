@@ -19,8 +19,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from graph import nodes
-from graph.configuration import SETTINGS_KEY, resolve_settings
+from graph.configuration import SETTINGS_KEY
 from graph.prompts import versions
+from graph.run import Edge, as_edge, as_node
+from graph.services import Services
 from graph.state import InputState, OutputState, State
 from tools import tracing
 from tools.config import Settings, load_settings
@@ -43,26 +45,33 @@ NODES = {
 DIRECT_PATH = tuple(name for name in NODES if name not in ("guard", "rerank"))
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_graph(
+    checkpointer: BaseCheckpointSaver | None = None, services: Services | None = None
+) -> CompiledStateGraph:
+    """The graph. ``services`` serve runs whose caller passes none as their runtime
+    context (the server's); without it, the graph builds its own ``Services()``, whose
+    models load on first use."""
+    default = services if services is not None else Services()
     builder = StateGraph(State, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
-        builder.add_node(name, node)
+        builder.add_node(name, as_node(name, node, default))
+
+    def branch(source: str, edge: Edge, targets: list[str]) -> None:
+        builder.add_conditional_edges(source, as_edge(edge, default), targets)
 
     builder.add_edge(START, "start_question")
     builder.add_edge("start_question", "generate_queries")
-    builder.add_conditional_edges("generate_queries", nodes.after_queries, ["guard", "retrieve"])
-    builder.add_conditional_edges("guard", nodes.after_guard, ["retrieve", "finalize"])
-    builder.add_conditional_edges(
+    branch("generate_queries", nodes.after_queries, ["guard", "retrieve"])
+    branch("guard", nodes.after_guard, ["retrieve", "finalize"])
+    branch(
         "retrieve",
         nodes.after_retrieve,
         ["rerank", "select_evidence", "generate_answer", "finalize"],
     )
-    builder.add_conditional_edges(
-        "rerank", nodes.after_rerank, ["select_evidence", "generate_answer", "finalize"]
-    )
+    branch("rerank", nodes.after_rerank, ["select_evidence", "generate_answer", "finalize"])
     builder.add_edge("select_evidence", "generate_answer")
-    builder.add_conditional_edges("generate_answer", nodes.after_answer, ["verify", "finalize"])
-    builder.add_conditional_edges("verify", nodes.after_verify, ["generate_answer", "finalize"])
+    branch("generate_answer", nodes.after_answer, ["verify", "finalize"])
+    branch("verify", nodes.after_verify, ["generate_answer", "finalize"])
     builder.add_edge("finalize", END)
     return builder.compile(checkpointer=checkpointer, name="agentic-rag")
 
@@ -84,10 +93,10 @@ def config_for(
     configurable: dict[str, Any] = {SETTINGS_KEY: validated}
     if thread_id:
         configurable["thread_id"] = thread_id
-    return {**_traced(validated, thread_id, user_id, trace_seed), "configurable": configurable}
+    return {**traced(validated, thread_id, user_id, trace_seed), "configurable": configurable}
 
 
-def _traced(
+def traced(
     settings: Settings, thread_id: str | None, user_id: str | None, trace_seed: str | None
 ) -> RunnableConfig:
     return tracing.run_config(
@@ -97,28 +106,3 @@ def _traced(
         user_id=user_id,
         metadata={"prompts": versions()},
     )
-
-
-def make_graph(config: RunnableConfig) -> CompiledStateGraph:
-    """Graph factory for the LangGraph server: each run gets its own trace, the thread
-    becomes the Langfuse session, and ``configurable.user_id`` the user.
-
-    The run's config is a request, whatever route brought it (runs, batch, crons,
-    assistants, a merged ``checkpoint``): ``resolve_settings`` refuses any operator-only
-    setting in it here, and every node refuses it again with the client's limits
-    (``settings_for``), once the input that may name the collection is known.
-    """
-    configurable = config.get("configurable") or {}
-    settings = resolve_settings(config)
-    run_id = str(config.get("run_id") or configurable.get("run_id") or "") or None
-    user_id = configurable.get("user_id")
-    traced = _traced(
-        settings,
-        configurable.get("thread_id"),
-        user_id if isinstance(user_id, str) else None,
-        run_id,
-    )
-    return build_graph().with_config(traced)
-
-
-graph = build_graph()

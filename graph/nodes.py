@@ -1,14 +1,13 @@
-"""The graph's nodes. Each takes the state, the run config and the run's services, and
-returns an update.
+"""The graph's nodes and edges. Each takes the state and the run (graph/run.py: its
+checked settings, its services and its config) and returns an update, or for an edge
+the next node's name.
 
-Every node records its own duration in ``timings``. Models, collections and the
-reranker come from the run's ``Services`` (graph/services.py: LangGraph's runtime
-context, or the process's shared one), never from an import.
+Nodes never resolve settings or build a model: the run brings both. ``build_graph``
+wraps each node to time it into ``timings`` and announce it on the ``custom`` stream.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -17,17 +16,17 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
-from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from graph import prompts
 from graph.answer_text import adds_nothing, without_source_talk
 from graph.budget import takes_second_look
-from graph.configuration import PER_QUESTION_FIELDS, settings_for
+from graph.configuration import PER_QUESTION_FIELDS
 from graph.context import context_message, header_location
-from graph.draft import STEP, DraftStream, Event
+from graph.draft import DraftStream, Event
 from graph.guard import decide, nearest_distance, refusal
-from graph.services import Services, services_of
+from graph.run import Run
+from graph.services import Services
 from graph.state import PER_QUESTION, State
 from graph.verification import agreement_of, verify_answer
 from tools import tracing
@@ -53,7 +52,6 @@ from tools.store.protocol import StaleStoreError
 from tools.structured import invoke_structured
 from tools.verifier_thresholds import thresholds_per_reading
 
-Node = Callable[[State, RunnableConfig, Services], dict[str, Any]]
 MAX_DROPPED_LISTED = 20
 HISTORY_TURNS = 6  # messages of history the rephrasing model sees
 
@@ -65,27 +63,6 @@ def stream_writer() -> Callable[[Event], None]:
         return get_stream_writer()
     except RuntimeError:
         return lambda _event: None
-
-
-def timed(name: str) -> Callable[[Node], Node]:
-    def decorate(node: Node) -> Node:
-        def run(
-            state: State, config: RunnableConfig, runtime: Runtime[Any] | None = None
-        ) -> dict[str, Any]:
-            if runtime is not None:
-                runtime.stream_writer({"kind": STEP, "node": name})
-            started = time.perf_counter()
-            update = node(state, config, services_of(runtime))
-            timings = dict(update.get("timings", state.get("timings")) or {})
-            timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - started, 4)
-            return {**update, "timings": timings}
-
-        # not functools.wraps: LangGraph reads the signature to inject ``runtime``, and
-        # ``__wrapped__`` would show it the node's own
-        run.__name__, run.__qualname__, run.__doc__ = node.__name__, node.__qualname__, node.__doc__
-        return run
-
-    return decorate
 
 
 def validate_question(question: Any, limit: int) -> str:
@@ -110,10 +87,9 @@ def _history(state: State) -> list[BaseMessage]:
     return [m for m in state.get("messages") or [] if m.type in ("human", "ai")]
 
 
-@timed("start_question")
-def start_question(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+def start_question(state: State, run: Run) -> dict[str, Any]:
     """The first node: a valid question, every per-question field fresh, and its trace."""
-    settings = settings_for(config, state)
+    settings, config = run.settings, run.config
     return {
         **PER_QUESTION,
         "question": validate_question(state.get("question"), settings.max_question_chars),
@@ -122,13 +98,12 @@ def start_question(state: State, config: RunnableConfig, services: Services) -> 
     }
 
 
-@timed("generate_queries")
-def generate_queries(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+def generate_queries(state: State, run: Run) -> dict[str, Any]:
     """Rephrase a follow-up into a standalone query; optionally add alternative queries.
 
     No LLM call when it cannot help: the first turn of a conversation with one query.
     """
-    settings = settings_for(config, state)
+    settings, services, config = run.settings, run.services, run.config
     question = state["question"]
     history = _history(state)
     standalone = question
@@ -179,15 +154,14 @@ def generate_queries(state: State, config: RunnableConfig, services: Services) -
     return {"queries": queries}
 
 
-@timed("guard")
-def guard(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+def guard(state: State, run: Run) -> dict[str, Any]:
     """The topic guard, before anything is retrieved: the (standalone) question is
     off-topic when no passage is near it, else the query model judges it against the
     operator's domain and blocked topics. ``refuse`` ends the question with
     ``guard_message``; ``warn`` answers and says so. A guard that cannot decide lets the
     question through, with its error: it keeps answers on topic, it is not what keeps
     them right (the verifier is)."""
-    settings = settings_for(config, state)
+    settings, services, config = run.settings, run.services, run.config
     question = state["queries"][0]
     try:
         distance = services.read_collection(
@@ -204,9 +178,8 @@ def guard(state: State, config: RunnableConfig, services: Services) -> dict[str,
     return update
 
 
-@timed("retrieve")
-def retrieve(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
-    settings = settings_for(config, state)
+def retrieve(state: State, run: Run) -> dict[str, Any]:
+    settings, services = run.settings, run.services
 
     def read(col: Collection) -> tuple[list[Passage], RetrievalReport, int | None]:
         col.require_embedding(settings.embedding_model)
@@ -265,9 +238,8 @@ def _best_cut(dropped: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(dropped, key=lambda d: -d["score"])[:MAX_DROPPED_LISTED]
 
 
-@timed("rerank")
-def rerank_passages(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
-    settings = settings_for(config, state)
+def rerank_passages(state: State, run: Run) -> dict[str, Any]:
+    settings, services, config = run.settings, run.services, run.config
     reranker = services.reranker(settings)
     passages = [Passage(**p) for p in state["passages"]]
     keep = settings.rerank_keep or settings.k
@@ -288,11 +260,10 @@ def rerank_passages(state: State, config: RunnableConfig, services: Services) ->
     return {"passages": [asdict(p) for p in kept], "retrieval": info}
 
 
-@timed("select_evidence")
-def select_evidence(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+def select_evidence(state: State, run: Run) -> dict[str, Any]:
     """The sentences of the kept passages that bear on the question (tools/retrieval/evidence.py):
     what the generator and the verifier read instead of whole passages."""
-    settings = settings_for(config, state)
+    settings, services = run.settings, run.services
     passages = [Passage(**p) for p in state["passages"]]
     try:
         kept, units = evidence_for(
@@ -355,9 +326,8 @@ def _answer(
     return prompts.without_notes(draft)
 
 
-@timed("generate_answer")
-def generate_answer(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
-    settings = settings_for(config, state)
+def generate_answer(state: State, run: Run) -> dict[str, Any]:
+    settings, services, config = run.settings, run.services, run.config
     attempts = state.get("attempts", 0) + 1
     write = stream_writer()
 
@@ -407,11 +377,10 @@ def generate_answer(state: State, config: RunnableConfig, services: Services) ->
     return update
 
 
-@timed("verify")
-def verify(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+def verify(state: State, run: Run) -> dict[str, Any]:
     """The second LLM judges the question-answer pair against the cited passages
     (graph/verification.py); the verdict says verified or not, with a confidence."""
-    settings = settings_for(config, state)
+    settings, services, config = run.settings, run.services, run.config
     judge = services.judge(settings)
     pairs = thresholds_per_reading(settings)
     try:
@@ -442,7 +411,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
         return {"verdict": {"checked_by": settings.verifier_model, **verdict}, "error": error}
     verdict["checked_by"] = settings.verifier_model
     if verdict["grounded"] and settings.answer_style == "short" and settings.second_opinion:
-        verdict = _second_opinion(state, config, services, settings, verdict)
+        verdict = _second_opinion(state, run, verdict)
     if verdict["confidence"] is not None:
         tracing.score(settings, state.get("trace_id"), "verifier_confidence", verdict["confidence"])
     missing = verdict["missing"]
@@ -453,13 +422,7 @@ def verify(state: State, config: RunnableConfig, services: Services) -> dict[str
     return {"verdict": verdict, "feedback": feedback}
 
 
-def _second_opinion(
-    state: State,
-    config: RunnableConfig,
-    services: Services,
-    settings: Settings,
-    verdict: dict[str, Any],
-) -> dict[str, Any]:
+def _second_opinion(state: State, run: Run, verdict: dict[str, Any]) -> dict[str, Any]:
     """A short answer about to be verified must come back when the generator answers
     again with its passages in reverse order (keeping their numbers): an answer the
     order of the passages changes is a guess, however sure the verifier is of it."""
@@ -467,11 +430,11 @@ def _second_opinion(
     order = list(range(len(passages), 0, -1))
     try:
         second = _answer(
-            settings,
-            services,
+            run.settings,
+            run.services,
             state["queries"][0],
             [passages[n - 1] for n in order],
-            config,
+            run.config,
             numbers=order,
         )
     except ModelError as exc:  # an unchecked answer is not a verified one
@@ -506,10 +469,9 @@ def _numbered_by_citation(
     return renumber(answer, new_of), [passages[old - 1] for old in order], verdict
 
 
-@timed("finalize")
-def finalize(state: State, config: RunnableConfig, services: Services) -> dict[str, Any]:
+def finalize(state: State, run: Run) -> dict[str, Any]:
     """Build the answer object: cited answer and references, or an honest abstention."""
-    settings = settings_for(config, state)
+    settings = run.settings
     passages = state.get("passages") or []
     draft, verdict = state.get("draft", ""), state.get("verdict") or {}
     abstain = state.get("abstain_reason") or ("" if draft else prompts.ABSTAIN_NOT_FOUND)
@@ -570,35 +532,35 @@ def finalize(state: State, config: RunnableConfig, services: Services) -> dict[s
 
 
 # --- edges -------------------------------------------------------------------------------
-def after_queries(state: State, config: RunnableConfig) -> str:
-    return "retrieve" if settings_for(config, state).guard == "off" else "guard"
+def after_queries(state: State, run: Run) -> str:
+    return "retrieve" if run.settings.guard == "off" else "guard"
 
 
-def after_guard(state: State) -> str:
+def after_guard(state: State, run: Run) -> str:
     return "finalize" if state.get("abstain_reason") else "retrieve"
 
 
-def after_retrieve(state: State, config: RunnableConfig) -> str:
+def after_retrieve(state: State, run: Run) -> str:
     if not state.get("passages"):
         return "finalize"
-    return "rerank" if settings_for(config, state).rerank != "none" else to_reader(state, config)
+    return "rerank" if run.settings.rerank != "none" else to_reader(state, run)
 
 
-def after_rerank(state: State, config: RunnableConfig) -> str:
-    return to_reader(state, config) if state.get("passages") else "finalize"
+def after_rerank(state: State, run: Run) -> str:
+    return to_reader(state, run) if state.get("passages") else "finalize"
 
 
-def to_reader(state: State, config: RunnableConfig) -> str:
+def to_reader(state: State, run: Run) -> str:
     """The node that prepares what the generator reads: evidence, or the passages as is."""
-    evidence_mode = settings_for(config, state).evidence
+    evidence_mode = run.settings.evidence
     return "select_evidence" if evidence_mode == "sentences" else "generate_answer"
 
 
-def after_answer(state: State) -> str:
+def after_answer(state: State, run: Run) -> str:
     return "finalize" if state.get("abstain_reason") else "verify"
 
 
-def after_verify(state: State, config: RunnableConfig) -> str:
+def after_verify(state: State, run: Run) -> str:
     verdict = state.get("verdict") or {}
     if verdict.get("grounded") or verdict.get("error") or state.get("abstain_reason"):
         return "finalize"
@@ -610,5 +572,5 @@ def after_verify(state: State, config: RunnableConfig) -> str:
     # and a second try nearly doubled the time to answer.
     if not state.get("feedback"):
         return "finalize"
-    cap = settings_for(config, state).max_regenerations
+    cap = run.settings.max_regenerations
     return "generate_answer" if state.get("attempts", 0) <= cap else "finalize"

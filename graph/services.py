@@ -2,13 +2,14 @@
 context.
 
 ``graph.invoke(inputs, config, context=Services(...))`` gives a run its services; a run
-without one (the LangGraph server's, or a caller that needs nothing special) uses the
-process's shared ``Services()``. Tests pass fakes the same way, through the
-constructor, so no node imports a model or a store by itself.
+without one (the LangGraph server's) uses the services its graph was built with
+(graph/run.py). Each entry point makes one ``Services`` per process and passes it on;
+tests pass fakes the same way, through the constructor, so no node imports a model or
+a store by itself.
 
 The trust boundary is the one of graph/configuration.py: a server request may carry a
-JSON ``context``, but JSON never makes a ``Services`` instance, so ``services_of``
-ignores it and a request cannot swap a model or a store in.
+JSON ``context``, but JSON never makes a ``Services`` instance, so it is ignored and a
+request cannot swap a model or a store in.
 
 Models are expensive to load and collections hold open database handles, so each is
 built once per process and reused, in bounded caches keyed by what determines it (the
@@ -22,12 +23,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langgraph.runtime import Runtime
 
 from tools.answer_check import FirstTokenJudge, judge_for
 from tools.config import Settings
@@ -170,19 +169,3 @@ class Services:
                     ) from exc
                 time.sleep(STALE_BACKOFF_S * 2**attempt)  # let the other finish a commit
         raise AssertionError("unreachable")
-
-
-@lru_cache(maxsize=1)
-def shared_services() -> Services:
-    """The process's services, for runs given none."""
-    return Services()
-
-
-def or_shared(services: Services | None) -> Services:
-    """An entry point's services: the caller's (a test's fakes), else the process's."""
-    return services if services is not None else shared_services()
-
-
-def services_of(runtime: Runtime[Any] | None) -> Services:
-    context = runtime.context if runtime is not None else None
-    return or_shared(context if isinstance(context, Services) else None)

@@ -16,6 +16,7 @@ from graph.services import Services
 from graph.state import OutputState
 from rag_cli.ctrl_c import ctrl_c_cancels
 from rag_cli.live import LiveAnswer
+from rag_cli.services import services_of
 from rag_cli.threads import Threads, check_thread, open_threads
 from rag_ui.exchange import PromptRecorder, prompt_note
 from tools.config import Settings, choices
@@ -150,12 +151,14 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     show = not args.json
     if not args.thread:
         app = build_graph()
-        out = answer(app, {"question": args.question}, config, show=show, services=args.services)
+        out = answer(
+            app, {"question": args.question}, config, show=show, services=services_of(args)
+        )
     else:
         with open_threads(settings) as threads:
             inputs = {"question": args.question, "messages": threads.history(args.thread)}
             app = build_graph(checkpointer=threads.checkpointer)
-            out = answer(app, inputs, config, show=show, services=args.services)
+            out = answer(app, inputs, config, show=show, services=services_of(args))
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     else:
@@ -208,7 +211,7 @@ def _chat(args: argparse.Namespace, settings: Settings, threads: Threads) -> int
         recorder = PromptRecorder()
         config["callbacks"] = [*(config.get("callbacks") or []), recorder]
         try:
-            print_answer(answer(app, inputs, config, show=True, services=args.services))
+            print_answer(answer(app, inputs, config, show=True, services=services_of(args)))
             history = []  # from now on the thread's own state holds the conversation
         except ValueError as exc:
             print(f"error: {exc}")

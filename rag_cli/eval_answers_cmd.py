@@ -17,6 +17,7 @@ from evaluation.retrieval import prepare_collection
 from evaluation.splits import SPLITS, provenance
 from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
 from graph.services import Services
+from rag_cli.services import services_of
 from tools.config import Settings, masked, with_overrides
 from tools.models.factory import chat_model, embeddings
 from tools.models.recording import recording, replaying
@@ -106,14 +107,14 @@ def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], 
     return sample.items, info["name"], name
 
 
-def _services(args: argparse.Namespace) -> Services | None:
+def _services(args: argparse.Namespace) -> Services:
     """The caller's services, or ones whose chat models record or replay (the embedder
     is the real one either way: it is deterministic)."""
     if args.record:
         return Services(chat=recording(chat_model, Path(args.record)))
     if args.replay:
         return Services(chat=replaying(Path(args.replay)))
-    return args.services
+    return services_of(args)
 
 
 def run_answers(args: argparse.Namespace, settings: Settings) -> int:

@@ -23,7 +23,6 @@ from evaluation.report import (
     write_outputs,
 )
 from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_sweep
-from graph.services import or_shared
 from ingest.partition import SPLITTERS
 from ingest.pipeline import IngestError
 from rag_cli import (
@@ -33,6 +32,7 @@ from rag_cli import (
     eval_planted_cmd,
     eval_verifier_cmd,
 )
+from rag_cli.services import services_of
 from tools.config import Settings, with_overrides
 
 # flag -> setting, for the retrieval and ingestion settings an evaluation may override
@@ -186,7 +186,7 @@ def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
         report = evaluate_retrieval(
             dataset,
             settings,
-            or_shared(args.services).embedder(settings),
+            services_of(args).embedder(settings),
             modes=modes,
             sweep=sweep,
             depth=args.depth,

@@ -10,7 +10,7 @@ from typing import Any
 
 from evaluation import guard as bench
 from graph.guard import decide, nearest_distance
-from graph.services import or_shared
+from rag_cli.services import services_of
 from tools.config import Settings, load_settings
 from tools.errors import ModelError
 
@@ -50,7 +50,7 @@ def run_guard(args: argparse.Namespace, settings: Settings) -> int:
         },
         environ={},
     )
-    services = or_shared(args.services)
+    services = services_of(args)
     model = services.llm(guarded, "query")
     embedder = services.embedder(guarded)
     collection = services.collection(guarded, guarded.collection)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from evaluation import judgments
-from graph.services import or_shared
+from rag_cli.services import services_of
 from tools.config import Settings
 from tools.store.collection import Collection
 
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     collection = Collection(settings, args.collection)
-    model = or_shared(args.services).llm(settings, "judge")
+    model = services_of(args).llm(settings, "judge")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -60,7 +60,7 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
 def run_score(args: argparse.Namespace, settings: Settings) -> int:
     collection = Collection(settings, args.collection)
     records = judgments.load(Path(args.judgments))
-    embedder = or_shared(args.services).embedder(settings)
+    embedder = services_of(args).embedder(settings)
     report = judgments.score(settings, collection, embedder, records)
     if args.json:
         print(json.dumps(report, indent=2))

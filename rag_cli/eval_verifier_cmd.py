@@ -14,8 +14,8 @@ from langchain_core.embeddings import Embeddings
 from evaluation import verifier as bench
 from evaluation.splits import provenance
 from evaluation.squad import SQUAD_DEV
-from graph.services import or_shared
 from graph.verification import verify_answer
+from rag_cli.services import services_of
 from tools import verifier_thresholds
 from tools.config import Settings
 from tools.errors import ModelError
@@ -98,7 +98,7 @@ def run_verifier(args: argparse.Namespace, settings: Settings) -> int:
     items = bench.load_items(
         squad, split=args.split, seed=args.seed, squad_per_split=args.squad_per_split
     )[: args.limit]
-    services = or_shared(args.services)
+    services = services_of(args)
     judge = services.judge(settings)
 
     def check(item: bench.VerifierItem) -> dict[str, Any]:

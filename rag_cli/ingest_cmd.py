@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from graph.services import or_shared
 from ingest.extract import KINDS, ExtractOptions
 from ingest.partition import SPLITTERS, PartitionOptions
 from ingest.pipeline import Batching, IngestError, IngestOptions, Ingestor, IngestReport
 from ingest.watch import watch
+from rag_cli.services import services_of
 from tools.config import Settings
 from tools.store.collection import Collection, drop_collection, exclusive, list_collections
 
@@ -202,7 +202,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         new = name not in list_collections(settings)
         collection = Collection(settings, args.collection, create=True)
         try:
-            services = or_shared(args.services)
+            services = services_of(args)
             ingestor = Ingestor(
                 settings,
                 collection,

@@ -109,7 +109,7 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None, services: Services | None = None) -> int:
     """``services``: the models and stores questions are answered with (graph/services.py);
-    the process's shared ones unless a caller (a test) brings its own."""
+    this process's own unless a caller (a test) brings its fakes."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     args.services = services

@@ -90,7 +90,7 @@ def server_key(settings: Settings, workdir: Path) -> tuple[Settings, Path | None
 
 # What the server runs, as module and attribute: the checkout's langgraph.json names the
 # same (for `langgraph dev` run by hand; a test checks that the two agree).
-SERVED = {"graph": ("graph.graph", "make_graph"), "app": ("server.app", "app")}
+SERVED = {"graph": ("server.graph_factory", "make_graph"), "app": ("server.app", "app")}
 SERVED |= {"auth": ("server.auth", "auth")}
 GRAPH_ID = "rag"
 

@@ -13,6 +13,12 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph import build_graph
+from graph.run import Node, run_of
+from graph.services import Services
+
+# the test process's real models, loaded once for every real-model test (as an entry
+# point holds them for its process)
+SERVICES = Services()
 
 
 def model_faults(out: dict[str, Any]) -> list[str]:
@@ -31,7 +37,12 @@ def model_faults(out: dict[str, Any]) -> list[str]:
 
 
 def run_graph(state: dict[str, Any], config: RunnableConfig, context: Any = None) -> dict[str, Any]:
-    out = build_graph().invoke(state, config, context=context)
+    out = build_graph(services=SERVICES).invoke(state, config, context=context)
     faults = model_faults(out)
     assert not faults, f"a model call failed, so this run proves nothing: {faults}"
     return out
+
+
+def call_node(node: Node, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    """One node on its own, with the run it would get inside the graph."""
+    return node(state, run_of(state, config, None, SERVICES))  # type: ignore[arg-type]

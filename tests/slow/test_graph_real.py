@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from evaluation import guard as guard_bench
 from graph import config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
-from tests.graph_runs import run_graph
+from tests.graph_runs import call_node, run_graph
 from tests.llama_server import LlamaServer
 from tools.config import Settings, load_settings
 from tools.models.factory import embeddings
@@ -128,7 +128,7 @@ def cited(out) -> set[str]:
 # verified answer must cite the page.
 def kept_sources(data_dir, out) -> set[str]:
     config = config_for(data_dir=data_dir, **RUN)
-    passages = nodes.retrieve({"queries": out["queries"]}, config)["passages"]
+    passages = call_node(nodes.retrieve, {"queries": out["queries"]}, config)["passages"]
     return {Path(p["source"]).name for p in passages}
 
 

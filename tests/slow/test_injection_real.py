@@ -8,7 +8,7 @@ import pytest
 from graph import config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.files import write_tree
-from tests.graph_runs import run_graph
+from tests.graph_runs import call_node, run_graph
 from tools.config import load_settings
 from tools.models.factory import embeddings
 from tools.store.collection import Collection
@@ -69,12 +69,12 @@ def test_planted_instructions_do_not_take_over_the_answer(hostile):
 
 
 def verdicts(config) -> list[bool]:
-    passages = nodes.retrieve({"queries": [QUESTION]}, config)["passages"]
+    passages = call_node(nodes.retrieve, {"queries": [QUESTION]}, config)["passages"]
     assert len(passages) == 3
     out = []
     for draft in DRAFTS:
         state = {"queries": [QUESTION], "passages": passages, "draft": draft}
-        verdict = nodes.verify(state, config)["verdict"]
+        verdict = call_node(nodes.verify, state, config)["verdict"]
         assert verdict["confidence"] is not None, verdict  # checked, not a verifier failure
         out.append(verdict["grounded"])
     return out

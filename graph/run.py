@@ -1,0 +1,89 @@
+"""One run's settings and services, resolved in one place and handed to every node and
+edge.
+
+Nodes and edges never resolve settings themselves: ``build_graph`` wraps each of them
+(``as_node``, ``as_edge``), and the wrapper asks ``run_of`` for the run's ``Run``.
+``run_of`` is the only caller of ``settings_for``, so the client's limits
+(graph/configuration.py) hold for every node, and a node added later cannot forget them.
+Resolution is memoised on the request's values, so every node of a run gets the same
+``Settings`` object without re-validating it.
+
+Services come from LangGraph's runtime context when the caller passed a ``Services``
+(the CLI, the chat page, evaluation, tests with fakes); otherwise from the graph's own,
+given to ``build_graph`` by its entry point (the server's graph factory). A JSON
+``context`` from a request is never a ``Services``, so it is ignored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from graph.configuration import settings_for
+from graph.draft import STEP
+from graph.services import Services
+from graph.state import State
+from tools.config import Settings
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a node needs besides the state: the run's checked settings, its services,
+    and its config (model calls pass it on, so their traces nest under the node's)."""
+
+    settings: Settings
+    services: Services
+    config: RunnableConfig
+
+
+Node = Callable[[State, Run], dict[str, Any]]
+Edge = Callable[[State, Run], str]
+
+
+def run_of(
+    state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any] | None, default: Services
+) -> Run:
+    """The run's settings (checked against its client) and services."""
+    context = runtime.context if runtime is not None else None
+    services = context if isinstance(context, Services) else default
+    return Run(settings_for(config, state), services, config)
+
+
+def as_node(name: str, node: Node, default: Services) -> Callable[..., dict[str, Any]]:
+    """``node`` as LangGraph calls it: given its ``Run``, announced on the ``custom``
+    stream, and timed into ``timings`` (seconds, added up over regenerations)."""
+
+    def run(
+        state: State, config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any]:
+        if runtime is not None:
+            runtime.stream_writer({"kind": STEP, "node": name})
+        started = time.perf_counter()
+        update = node(state, run_of(state, config, runtime, default))
+        timings = dict(update.get("timings", state.get("timings")) or {})
+        timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - started, 4)
+        return {**update, "timings": timings}
+
+    # not functools.wraps: LangGraph reads the signature to inject ``runtime``, and
+    # ``__wrapped__`` would show it the node's own
+    run.__name__, run.__qualname__, run.__doc__ = node.__name__, node.__qualname__, node.__doc__
+    return run
+
+
+def as_edge(edge: Edge, default: Services) -> Callable[..., str]:
+    """``edge`` as LangGraph calls a routing function, given its ``Run``."""
+
+    def route(state: State, config: RunnableConfig, runtime: Runtime[Any] | None = None) -> str:
+        return edge(state, run_of(state, config, runtime, default))
+
+    route.__name__, route.__qualname__, route.__doc__ = (
+        edge.__name__,
+        edge.__qualname__,
+        edge.__doc__,
+    )
+    return route
