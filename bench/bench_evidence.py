@@ -8,7 +8,7 @@ dev questions, without any LLM.
 and its answerable questions; the evidence holds the answer when it holds a gold answer.
 ``docs``: docs_corpus and the questions of the verifier benchmark's right documentation
 pairs; the evidence holds the answer when it holds every number, name and code token of
-the pair's right answer (tools/grounding.missing_facts), so a pair whose answer has none
+the pair's right answer (tools/text.missing_facts), so a pair whose answer has none
 is left out. The corpus
 is ingested with the default settings and every question retrieved as the graph
 retrieves it (k passages). Reported per selector setting (keyword weight, character
@@ -37,11 +37,11 @@ from evaluation.squad import (
 from evaluation.verifier import docs_items
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.config import load_settings
-from tools.grounding import missing_facts
 from tools.models.factory import embeddings
 from tools.retrieval import evidence
 from tools.retrieval.hybrid import make_retriever
 from tools.store.collection import Collection
+from tools.text import missing_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = (0.0, 0.25, 0.5, 1.0)

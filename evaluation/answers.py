@@ -27,14 +27,14 @@ from evaluation.metrics import latency_summary
 from evaluation.squad import QAItem, contains_answer, exact_match, token_f1
 from evaluation.verifier import precision_floor
 from graph import build_graph
+from graph.checks.tuning import SAME_ANSWER_F1
 from graph.graph import config_for
 from graph.prompts import versions
 from graph.services import Services
 from tools import tracing
-from tools.answer_check import SAME_ANSWER_F1
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.grounding import strip_markers
+from tools.text import strip_markers
 
 # what a report keeps of each verdict: with the confidence, one run shows what any other
 # verify_threshold would have labelled verified

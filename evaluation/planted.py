@@ -20,7 +20,7 @@ from typing import Any
 
 from evaluation.datasets import read_jsonl
 from evaluation.metrics import wilson_interval
-from graph.verification import planted_words
+from graph.checks.citations import planted_words
 
 DATA = Path(__file__).parent / "data" / "planted_instructions.jsonl"
 

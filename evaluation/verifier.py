@@ -13,7 +13,7 @@ Labelled items (question, passages, answer, right/wrong, category) from two sour
 Splits are frozen in files (evaluation/splits.py: SQuAD by article, docs pairs by the
 passage text they quote), so an article or a passage never lands in both and no seed
 moves an item across; tune ``verify_threshold`` and
-``verify_threshold_phrase`` (one threshold per answer form, graph.verification.answer_form)
+``verify_threshold_phrase`` (one threshold per answer form, graph.checks.readings.answer_form)
 on ``dev`` and report on ``test``, never the reverse.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 from evaluation.datasets import DatasetError, read_jsonl
 from evaluation.metrics import wilson_interval
 from evaluation.splits import SPLITS, Split, excluded_from_test, side_of
-from graph.verification import answer_form
+from graph.checks.readings import answer_form
 
 DOCS_ITEMS = Path(__file__).parent / "data" / "verifier_docs.jsonl"
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graph.prompts import NOT_FOUND
-from tools.grounding import MARKER
+from tools.text import MARKER
 
 STEP, DRAFT, DRAFT_RESET = "step", "draft", "draft_reset"
 Event = dict[str, Any]

@@ -9,7 +9,7 @@ wraps each node to time it into ``timings`` and announce it on the ``custom`` st
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -19,8 +19,9 @@ from langgraph.constants import TAG_NOSTREAM
 from pydantic import BaseModel, Field
 
 from graph import prompts
-from graph.answer_text import adds_nothing, without_source_talk
 from graph.budget import takes_second_look
+from graph.checks.pipeline import Bars, Case, feedback, regenerates, run_checks
+from graph.checks.repairs import ATTEMPTS, CITING, WRITTEN, Attempt, DraftContext, repaired
 from graph.configuration import PER_QUESTION_FIELDS
 from graph.context import context_message, header_location
 from graph.draft import DraftStream, Event
@@ -28,21 +29,9 @@ from graph.guard import decide, nearest_distance, refusal
 from graph.run import Run
 from graph.services import Services
 from graph.state import PER_QUESTION, State
-from graph.verification import agreement_of, verify_answer
 from tools import tracing
-from tools.answer_check import SAME_ANSWER_F1
 from tools.config import Settings
 from tools.errors import ModelError
-from tools.grounding import (
-    cite_holders,
-    cite_uncited,
-    cited_numbers,
-    copied_from,
-    recite_best,
-    renumber,
-    statements,
-    strip_markers,
-)
 from tools.resilient import TextSink, invoke_text
 from tools.retrieval.evidence import evidence_for
 from tools.retrieval.hybrid import Passage, RetrievalReport, cut, make_retriever
@@ -50,6 +39,11 @@ from tools.retrieval.rerank import rerank
 from tools.store.collection import Collection
 from tools.store.protocol import StaleStoreError
 from tools.structured import invoke_structured
+from tools.text import (
+    cited_numbers,
+    renumber,
+    strip_markers,
+)
 from tools.verifier_thresholds import thresholds_per_reading
 
 MAX_DROPPED_LISTED = 20
@@ -327,122 +321,109 @@ def _answer(
 
 
 def generate_answer(state: State, run: Run) -> dict[str, Any]:
-    settings, services, config = run.settings, run.services, run.config
+    """The generator's answer, through the repairs of graph/checks/repairs.py: each
+    written draft through ``WRITTEN``; a first answer that found nothing asked again as
+    ``ATTEMPTS`` says (with takes_second_look); the kept one through ``CITING``."""
+    settings = run.settings
     attempts = state.get("attempts", 0) + 1
     write = stream_writer()
+    passages = state["passages"]
+    context = DraftContext(
+        question=state["queries"][0],
+        passages=[p["text"] for p in passages],
+        locations=[header_location(p) for p in passages],
+        short=settings.answer_style == "short",
+    )
 
-    question = state["queries"][0]
-    locations = [header_location(p) for p in state["passages"]]
-
-    texts = [p["text"] for p in state["passages"]]
-
-    def write_answer(*, copy: bool = False, **how: Any) -> str:
-        sink = DraftStream(len(state["passages"]), attempts, write)
-        draft = _answer(settings, services, question, state["passages"], config, sink=sink, **how)
-        draft = without_source_talk(draft, question, locations)
-        # "[1]" alone, the question written back around a marker, or a "copy" no passage
-        # holds: no answer, as NOT_FOUND
-        if (
-            not statements(draft)
-            or adds_nothing(question, draft)
-            or (copy and not copied_from(draft, texts))
-        ):
-            sink.withdraw()
-            return prompts.NOT_FOUND
+    def write_answer(attempt: Attempt, feedback: list[str] | None = None) -> str:
+        sink = DraftStream(len(passages), attempts, write)
+        written = _answer(
+            settings,
+            run.services,
+            context.question,
+            passages,
+            run.config,
+            sink=sink,
+            feedback=feedback,
+            prompt=attempt.prompt,
+        )
+        draft = repaired(written, replace(context, copy=attempt.copy), WRITTEN)
+        if draft == prompts.NOT_FOUND != written:
+            sink.withdraw()  # what was streamed is no answer
         return draft
 
-    second_look = copied = False
+    first, *again = ATTEMPTS
+    tried = [first]
     try:
-        draft = write_answer(feedback=state.get("feedback"))
-        if prompts.NOT_FOUND in draft and attempts == 1 and takes_second_look(settings):
-            second_look = True
-            draft = write_answer(prompt=prompts.ANSWER_SECOND_LOOK)
-            if prompts.NOT_FOUND in draft:  # asked as check 5 asks: copy the words
-                copied = True
-                draft = write_answer(prompt=prompts.OWN_ANSWER, copy=True)
+        draft = write_answer(first, feedback=state.get("feedback"))
+        if attempts == 1 and takes_second_look(settings):
+            for attempt in again:
+                if prompts.NOT_FOUND not in draft:
+                    break
+                tried.append(attempt)
+                draft = write_answer(attempt)
     except ModelError as exc:
         return {"draft": "", "attempts": attempts, **failure(exc, "generate_answer")}
-    if settings.answer_style == "short":  # a quote is cited to the passage it copies
-        draft = cite_holders(draft, texts)
-    elif prompts.NOT_FOUND not in draft:  # cite what holds each statement
-        draft = recite_best(cite_uncited(draft, texts), texts)
+    draft = repaired(draft, context, CITING)
+    found = prompts.NOT_FOUND not in draft
     update: dict[str, Any] = {
         "draft": draft,
         "attempts": attempts,
-        "second_look": second_look,
-        "copied": copied and prompts.NOT_FOUND not in draft,
+        "second_look": len(tried) > 1,
+        "copied": tried[-1].copy and found,
     }
-    if prompts.NOT_FOUND in draft:
+    if not found:
         update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND
     return update
 
 
 def verify(state: State, run: Run) -> dict[str, Any]:
-    """The second LLM judges the question-answer pair against the cited passages
-    (graph/verification.py); the verdict says verified or not, with a confidence."""
+    """The checks of graph/checks/pipeline.py, in order, on the draft and the passages
+    it cites; the verdict says verified or not, with a confidence and what each found."""
     settings, services, config = run.settings, run.services, run.config
     judge = services.judge(settings)
     pairs = thresholds_per_reading(settings)
+    short = settings.answer_style == "short"
+
+    def answer_again(passages: list[dict[str, Any]], numbers: list[int]) -> str:
+        question = state["queries"][0]
+        return _answer(settings, services, question, passages, config, numbers=numbers)
+
     try:
         if pairs["logprobs"].pair != pairs["sampled"].pair:
             judge.settle(config)  # the first check must be read against the right pair
         thresholds = pairs[judge.method_in_use]
-        verdict = verify_answer(
+        bars = Bars(
+            thresholds.sentence,
+            thresholds.phrase,
+            settings.verify_threshold_agreed,
+            settings.verify_threshold_agreed_bare,
+            settings.verify_threshold_alone,
+            settings.verify_own_answer_sure,
+        )
+        case = Case(
             judge,
             state["queries"][0],
             state["draft"],
             state["passages"],
-            threshold=thresholds.sentence,
-            phrase_threshold=thresholds.phrase,
-            agreed_threshold=settings.verify_threshold_agreed,
-            agreed_bare_threshold=settings.verify_threshold_agreed_bare,
-            alone_threshold=settings.verify_threshold_alone,
-            own_sure=settings.verify_own_answer_sure,
+            bars,
             copied=bool(state.get("copied")),
-            extractive=settings.answer_style == "short",
+            extractive=short,
             config=config,
+            answer_again=answer_again if short and settings.second_opinion else None,
         )
+        verdict = run_checks(case)
         # the pairs are equal when settle was skipped: label what the reading was
         method = verdict.get("confidence_method", judge.method_in_use)
         verdict["thresholds"] = pairs[method].as_dict()
     except ModelError as exc:  # a verifier failure must not lose the answer: mark it unchecked
-        verdict = {"grounded": False, "confidence": None, "error": f"verifier failed: {exc}"}
+        unchecked = {"grounded": False, "confidence": None, "error": f"verifier failed: {exc}"}
         error = {"type": exc.kind, "stage": "verify", "message": str(exc)}
-        return {"verdict": {"checked_by": settings.verifier_model, **verdict}, "error": error}
+        return {"verdict": {"checked_by": settings.verifier_model, **unchecked}, "error": error}
     verdict["checked_by"] = settings.verifier_model
-    if verdict["grounded"] and settings.answer_style == "short" and settings.second_opinion:
-        verdict = _second_opinion(state, run, verdict)
     if verdict["confidence"] is not None:
         tracing.score(settings, state.get("trace_id"), "verifier_confidence", verdict["confidence"])
-    missing = verdict["missing"]
-    feedback = [
-        s + prompts.NOT_SUPPORTED_NOTE.format(missing=", ".join(missing[s]))
-        for s in verdict["unsupported"]
-    ]
-    return {"verdict": verdict, "feedback": feedback}
-
-
-def _second_opinion(state: State, run: Run, verdict: dict[str, Any]) -> dict[str, Any]:
-    """A short answer about to be verified must come back when the generator answers
-    again with its passages in reverse order (keeping their numbers): an answer the
-    order of the passages changes is a guess, however sure the verifier is of it."""
-    passages = state["passages"]
-    order = list(range(len(passages), 0, -1))
-    try:
-        second = _answer(
-            run.settings,
-            run.services,
-            state["queries"][0],
-            [passages[n - 1] for n in order],
-            run.config,
-            numbers=order,
-        )
-    except ModelError as exc:  # an unchecked answer is not a verified one
-        return {**verdict, "grounded": False, "second_opinion": {"error": str(exc)}}
-    agreement = round(agreement_of(state["draft"], second), 4)
-    needed = SAME_ANSWER_F1
-    opinion = {"answer": second, "agreement": agreement, "needed": needed}
-    return {**verdict, "grounded": agreement >= needed, "second_opinion": opinion}
+    return {"verdict": verdict, "feedback": feedback(verdict)}
 
 
 def _numbered_by_citation(
@@ -561,16 +542,14 @@ def after_answer(state: State, run: Run) -> str:
 
 
 def after_verify(state: State, run: Run) -> str:
-    verdict = state.get("verdict") or {}
-    if verdict.get("grounded") or verdict.get("error") or state.get("abstain_reason"):
+    """Back to the generator when graph/checks/pipeline.py's ``regenerates`` says so."""
+    if state.get("abstain_reason"):
         return "finalize"
-    if state.get("second_look"):  # one more answer, no regeneration of it
-        return "finalize"
-    # Regenerate only with something to fix: a statement whose literals, citation or
-    # quote failed. An answer the verifier was merely unsure of comes back the same
-    # from the same passages (SQuAD dev: of 53 such second attempts, none verified),
-    # and a second try nearly doubled the time to answer.
-    if not state.get("feedback"):
-        return "finalize"
-    cap = run.settings.max_regenerations
-    return "generate_answer" if state.get("attempts", 0) <= cap else "finalize"
+    again = regenerates(
+        state.get("verdict") or {},
+        told=state.get("feedback") or [],
+        second_look=bool(state.get("second_look")),
+        attempts=state.get("attempts", 0),
+        cap=run.settings.max_regenerations,
+    )
+    return "generate_answer" if again else "finalize"

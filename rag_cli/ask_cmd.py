@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for
-from graph.explain import not_verified, own_answer_said
+from graph.checks.explain import not_verified, own_answer_said
 from graph.services import Services
 from graph.state import OutputState
 from rag_cli.ctrl_c import ctrl_c_cancels

@@ -14,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 from evaluation import verifier as bench
 from evaluation.splits import provenance
 from evaluation.squad import SQUAD_DEV
-from graph.verification import verify_answer
+from graph.checks.pipeline import verify_answer
 from rag_cli.services import services_of
 from tools import verifier_thresholds
 from tools.config import Settings

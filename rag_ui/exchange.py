@@ -12,8 +12,8 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 
+from graph.checks.explain import not_verified
 from graph.context import header_location, numbers_by_location
-from graph.explain import not_verified
 from graph.graph import GENERATOR_NODE
 from tools.retrieval.hybrid import Passage
 

@@ -238,10 +238,6 @@ class FirstTokenJudge:
         return _normalised(counts, self.name, words)
 
 
-# The token F1 at which two short answers count as the same answer: SQuAD-style scoring
-# counts an answer right at it against the gold one, and a short answer's second
-# opinion must reach it (graph.verification).
-SAME_ANSWER_F1 = 0.5
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
 
@@ -266,7 +262,7 @@ def _answer_tokens(text: str) -> list[str]:
 def states(text: str, phrase: str) -> bool:
     """Whether ``text`` states ``phrase``: its tokens, in order and adjacent. How the
     benchmarks count a sentence right against a short gold answer, and how the verifier
-    counts its own answer to a question as the answer's (graph.verification)."""
+    counts its own answer to a question as the answer's (graph/checks/pipeline.py)."""
     said, want = _answer_tokens(text), _answer_tokens(phrase)
     return bool(want) and any(said[i : i + len(want)] == want for i in range(len(said)))
 

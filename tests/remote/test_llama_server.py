@@ -15,9 +15,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from graph import build_graph, config_for
+from graph.checks.pipeline import verify_answer
 from graph.draft import DRAFT
 from graph.services import Services
-from graph.verification import verify_answer
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.fakes import HashEmbeddings

@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from evaluation.verifier import docs_items
-from graph.verification import verify_answer
+from graph.checks.pipeline import verify_answer
 from tools.answer_check import FirstTokenJudge
 from tools.config import load_settings
 from tools.errors import LLMTimeoutError

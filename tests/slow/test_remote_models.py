@@ -10,8 +10,8 @@ from dataclasses import asdict
 import pytest
 
 from evaluation.verifier import docs_items
+from graph.checks.pipeline import verify_answer
 from graph.services import Services
-from graph.verification import verify_answer
 from tests.llama_server import LlamaServer
 from tools.config import Settings, load_settings
 from tools.models.local_assets import resolve_gguf

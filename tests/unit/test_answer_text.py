@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.answer_text import adds_nothing, without_source_talk
+from graph.checks.repairs import adds_nothing, without_source_talk
 
 PORT = (
     "One UDP input listens on three ports, and my rules need to know which one a message "

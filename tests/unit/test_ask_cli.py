@@ -7,7 +7,7 @@ import json
 import pytest
 
 from graph import prompts
-from graph.explain import unverified_reason
+from graph.checks.explain import unverified_reason
 from graph.services import Services
 from rag_cli.main import main
 

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from graph import build_graph, config_for, prompts
+from graph.checks.citations import citation_problems
 from graph.context import context_message
-from graph.verification import citation_problems
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestOptions, Ingestor
 from tests.unit.conftest import EMB

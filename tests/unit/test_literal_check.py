@@ -1,4 +1,4 @@
-"""The literal check of tools.grounding.missing_facts reads Markdown.
+"""The literal check of tools.text.missing_facts reads Markdown.
 
 Fenced blocks and inline code spans are parsed as CommonMark does, and every literal is
 compared as a whole token, so a near-verbatim copy of the docs passes while a wrong flag,
@@ -11,15 +11,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from graph.verification import citation_problems
-from tools.grounding import (
-    blank_out,
-    cite_holders,
-    cite_uncited,
-    missing_facts,
-    recite_best,
-    swappable_literals,
-)
+from graph.checks.citations import citation_problems
+from graph.checks.repairs import cite_holders, cite_uncited, recite_best
+from tools.text import blank_out, missing_facts, swappable_literals
 
 FAST = settings(
     max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -299,7 +293,7 @@ def test_a_code_span_must_occur_as_written_not_as_scattered_words():
 
 
 def test_statements_are_not_cut_inside_code_or_after_eg():
-    from tools.grounding import statements
+    from tools.text import statements
 
     answer = (
         "Rebuild with `rag ingest PATH... --rebuild` [1]. Set `k`, e.g. `k = 3` [2]. "

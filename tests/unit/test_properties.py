@@ -14,9 +14,9 @@ from ingest.extract import ExtractError, ExtractOptions, extract_file
 from ingest.partition import SPLITTERS, PartitionOptions, partition
 from tools.documents import ExtractedDocument, Section
 from tools.errors import ModelOutputError
-from tools.grounding import cited_numbers, missing_facts, statements, strip_markers
 from tools.sanitize import neutralise
 from tools.structured import parse_json_reply
+from tools.text import cited_numbers, missing_facts, statements, strip_markers
 
 FAST = settings(
     max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]

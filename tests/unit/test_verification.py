@@ -9,7 +9,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from graph import prompts
-from graph.verification import SURE_CLAIM, agreement_of, sure_enough, verify_answer
+from graph.checks.pipeline import verify_answer
+from graph.checks.readings import agreement_of, sure_enough
+from graph.checks.tuning import SURE_CLAIM
 from tests.fakes import RuleChat
 from tools.answer_check import (
     FirstTokenJudge,

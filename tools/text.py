@@ -10,7 +10,6 @@ and inline code, so the check reads Markdown rather than pairing any two backtic
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 
 MARKER = re.compile(r"\[(\d{1,3})\]")  # a citation marker, [n]
 _SENTENCE_END = re.compile(
@@ -51,7 +50,7 @@ def cited_numbers(text: str) -> list[int]:
     return list(dict.fromkeys(int(m) for m in MARKER.findall(text)))
 
 
-_MARKER_GROUP = re.compile(r"(?:\[\d{1,3}\])+")
+MARKER_GROUP = re.compile(r"(?:\[\d{1,3}\])+")
 
 
 def cited_clauses(statement: str) -> list[tuple[str, list[int]]]:
@@ -63,7 +62,7 @@ def cited_clauses(statement: str) -> list[tuple[str, list[int]]]:
     """
     clauses: list[tuple[str, list[int]]] = []
     last = 0
-    for group in _MARKER_GROUP.finditer(statement):
+    for group in MARKER_GROUP.finditer(statement):
         clauses.append((statement[last : group.start()], cited_numbers(group.group())))
         last = group.end()
     tail = statement[last:]
@@ -245,48 +244,10 @@ def found_phrase(span: str, text: str) -> bool:
 _QUOTE_EDGES = " \t\n.,;:!?\"'"
 
 
-def copied_from(reply: str, passages: Sequence[str]) -> bool:
-    """Whether a reply asked to copy the passages' words is a copy: its words, without
-    markers and the punctuation around them, occur as written in one passage. Anything
-    else was written, not copied, and is no answer to that request."""
-    words = quote_of(strip_markers(reply, set())).strip("`")
-    return bool(words) and any(found_phrase(words, text) for text in passages)
-
-
 def quote_of(clause: str) -> str:
     """The words a short answer's clause claims to copy: its text without the spacing and
     punctuation around it (an answer ends "... 1997." where the passage says "1997,")."""
     return clause.strip(_QUOTE_EDGES)
-
-
-def _each_clause(answer: str, markers_for: Callable[[str, str], str]) -> str:
-    """``answer`` with each group of markers replaced by ``markers_for(clause, markers)``,
-    the clause being the text since the previous group."""
-    pieces: list[str] = []
-    last = 0
-    for group in _MARKER_GROUP.finditer(answer):
-        clause = answer[last : group.start()]
-        pieces.append(clause + markers_for(clause, group.group()))
-        last = group.end()
-    return "".join(pieces) + answer[last:]
-
-
-def cite_holders(answer: str, passages: Sequence[str]) -> str:
-    """A quote cited to a passage that does not hold it, re-cited to the first passage
-    that does. A small model copies the right words and numbers the wrong passage
-    ("Adaptive immune system [1]" where [2] says it); the words are checkable, the
-    number is a slip, and the verifier must read the passage the words come from.
-    A quote that no passage holds keeps its markers, and fails the quote check."""
-
-    def markers_for(clause: str, markers: str) -> str:
-        quote = quote_of(clause)
-        cited = [n for n in cited_numbers(markers) if 1 <= n <= len(passages)]
-        if quote and not any(found_phrase(quote, passages[n - 1]) for n in cited):
-            holders = [n for n, text in enumerate(passages, 1) if found_phrase(quote, text)]
-            return f"[{holders[0]}]" if holders else markers
-        return markers
-
-    return _each_clause(answer, markers_for)
 
 
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
@@ -310,71 +271,6 @@ def claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[in
             pending = []
         out += [(p, [(p, [])]) for p in pending]
     return out
-
-
-def cite_uncited(answer: str, passages: Sequence[str]) -> str:
-    """Each statement that cites nothing (``claims_with_citations``) cited to the passage
-    that holds all its literals and the most of its words. A small model reading a few
-    sentences of evidence sometimes writes the right sentence and no [n], or closes a
-    cited answer with an uncited sentence from the same passage ("..., which supports
-    indexed queries using these operators:"); which passage it read is then a lookup,
-    and the verifier still judges the statement against that passage. A statement no
-    passage holds stays uncited, and fails the check as before."""
-    words = _word_sets(passages)
-    cited = answer
-    for statement, clauses in claims_with_citations(answer):
-        if any(numbers for _, numbers in clauses):
-            continue
-        best, _, _ = _best_holder(statement, passages, words)
-        if best is not None:
-            cited = cited.replace(statement, f"{statement.rstrip()} [{best + 1}]", 1)
-    return cited
-
-
-_WORDS = re.compile(r"\w{3,}")
-# a passage must share this many more of a clause's words than the one it cites to take
-# the citation: one word is noise ("string" in two passages of the same page)
-RECITE_MARGIN = 2
-
-
-def _word_sets(passages: Sequence[str]) -> list[set[str]]:
-    return [set(_WORDS.findall(p.lower())) for p in passages]
-
-
-def _best_holder(
-    text: str, passages: Sequence[str], words: list[set[str]]
-) -> tuple[int | None, list[int], list[int]]:
-    """The index of the passage that holds all of ``text``'s literals and the most of its
-    words (None when none holds them), how many of its words each passage shares, and
-    the indexes of every passage holding all its literals."""
-    said = set(_WORDS.findall(MARKER.sub("", text).lower()))
-    shared = [len(said & passage) for passage in words]
-    holders = [n for n, passage in enumerate(passages) if not missing_facts(text, passage)]
-    return (max(holders, key=shared.__getitem__) if holders else None), shared, holders
-
-
-def recite_best(answer: str, passages: Sequence[str]) -> str:
-    """A clause cited to a passage that says less of it than another one does, re-cited to
-    that one: the passage that holds all its literals and clearly more of its words
-    (``RECITE_MARGIN``). Reading evidence from one page, the 1.5B generator writes the
-    right sentence and numbers a neighbouring passage ("path.isAbsolute() returns false
-    for an empty string [1]" where [1] is about path.extname()); the verifier, reading
-    [1], rightly says no to a right answer. The reader is owed the passage that says it.
-    A clause whose cited passages all lack one of its literals ("... set to 0.9 [2]"
-    where [1] says 0.9) cannot be supported by them, so the passage holding them all
-    takes the citation whatever the margin: the verifier then judges it against that one."""
-    words = _word_sets(passages)
-
-    def markers_for(clause: str, markers: str) -> str:
-        cited = [n - 1 for n in cited_numbers(markers) if 1 <= n <= len(passages)]
-        best, shared, holders = _best_holder(clause, passages, words)
-        if not cited or best is None or best in cited:
-            return markers
-        lacking = not set(cited) & set(holders)
-        clearer = shared[best] >= max(shared[n] for n in cited) + RECITE_MARGIN
-        return f"[{best + 1}]" if lacking or clearer else markers
-
-    return _each_clause(answer, markers_for)
 
 
 def missing_facts(statement: str, context: str) -> list[str]:
@@ -428,7 +324,7 @@ def swappable_literals(text: str) -> list[str]:
     each inline code span and each line of a fenced block as written, and each number of
     its prose. "`rag ui` starts the server" passes the literal check when the passage
     names `rag ui` for the chat page; which literal fills the role is a reading question
-    (graph.verification asks it)."""
+    (graph/checks/readings.py asks it)."""
     prose, fenced = _blocks(MARKER.sub("", text))
     found: list[str] = [line.strip() for block in fenced for line in block.splitlines()]
     for block in prose:
