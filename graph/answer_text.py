@@ -1,7 +1,7 @@
 """What a draft says beyond the question: the two ways the 1.5B generator writes a
 sentence that answers nothing.
 
-Both were read in the rsyslog dev half (evaluation/data/newdocs/rsyslog), where 4 of 32
+Both were read in the rsyslog dev half (lab/data/newdocs/rsyslog), where 4 of 32
 drafts wrote the question back with a marker where the answer goes, and 2 added a
 sentence naming the passage's header ("This parameter is defined in the
 rsyslog/imfile.html document, lines 342-342. [1]"), whose line numbers are in no
