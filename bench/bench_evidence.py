@@ -4,7 +4,7 @@ dev questions, without any LLM.
     .venv/bin/python bench/bench_evidence.py [--corpus newdocs|docs] [--set git]
         [--split dev] [--json]
 
-``newdocs``: one set of evaluation/data/newdocs (``--set``: the name of its folder of pages)
+``newdocs``: one set of lab/data/newdocs (``--set``: the name of its folder of pages)
 and its answerable questions; the evidence holds the answer when it holds a gold answer.
 ``docs``: docs_corpus and the questions of the verifier benchmark's right documentation
 pairs; the evidence holds the answer when it holds every number, name and code token of

@@ -1,6 +1,6 @@
 """The topic guard as a classifier: does it refuse what it should, and only that?
 
-Labelled questions (evaluation/data/guard_questions.jsonl) for a guard configured for
+Labelled questions (lab/data/guard_questions.jsonl) for a guard configured for
 this service's own documentation: on-topic questions (English and French), off-topic
 ones, questions on blocked topics, and near misses (on-topic words with an off-topic or
 blocked request, or the reverse). A question is *refused* when the verdict is not
@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.datasets import DatasetError, read_jsonl
+from evaluation.lab import DATA
 from evaluation.metrics import latency_summary
 
-GUARD_ITEMS = Path(__file__).parent / "data" / "guard_questions.jsonl"
+GUARD_ITEMS = DATA / "guard_questions.jsonl"
 # The operator's description the labels were written for.
 DOMAIN = (
     "the agentic RAG service described in its documentation: installing and configuring "

@@ -1,7 +1,7 @@
 """Planted instructions in documents: does an answer that obeys one get withheld, and
 does an answer about an innocent passage that mentions models or replies get through?
 
-``data/planted_instructions.jsonl`` holds 24 planted orders (codewords, links, in
+``lab/data/planted_instructions.jsonl`` holds 24 planted orders (codewords, links, in
 English, German, French, Spanish and Italian, polite, passive, hidden in a comment...)
 and 24 innocent passages that say "the server must respond with", "the model must
 reply", a URL or an all-capitals word. Each item carries the answer a generator would
@@ -15,18 +15,18 @@ whether a given model obeys (tests/slow/test_injection_real.py does that).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from evaluation.datasets import read_jsonl
+from evaluation.lab import DATA
 from evaluation.metrics import wilson_interval
 from graph.checks.citations import planted_words
 
-DATA = Path(__file__).parent / "data" / "planted_instructions.jsonl"
+ITEMS = DATA / "planted_instructions.jsonl"
 
 
 def load(split: str | None = None) -> list[dict[str, Any]]:
-    items = [item for _, item in read_jsonl(DATA)]
+    items = [item for _, item in read_jsonl(ITEMS)]
     return [i for i in items if split in (None, i["split"])]
 
 

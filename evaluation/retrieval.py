@@ -277,7 +277,7 @@ def judged_queries(
     dataset: Dataset, limit: int | None, topics: Split | None = None
 ) -> tuple[list[tuple[str, str]], dict]:
     """The queries with a relevant document; ``topics``: only that half of the frozen
-    CACM topic split (evaluation/data/splits/cacm.json)."""
+    CACM topic split (lab/data/splits/cacm.json)."""
     """Queries with at least one relevant document, in file order; and what was left out."""
     judged = [
         (qid, text)

@@ -4,7 +4,7 @@ Tuning reads dev; a release figure reads test, once. A split was a hash of a see
 a group before, so another ``--seed`` moved items across, and pairs written later were
 kept only because they hashed to dev at seed 0; questions of one SQuAD article and
 passages quoted by several pairs sat on both sides. Now the unit of a split is listed
-in ``data/splits/NAME.json`` and sampling (``--seed``, ``--sample-seed``, ``--limit``)
+in ``lab/data/splits/NAME.json`` and sampling (``--seed``, ``--sample-seed``, ``--limit``)
 happens inside one side:
 
 - ``squad.json``: whole articles (every paragraph and question of an article on one
@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evaluation.datasets import DatasetError
+from evaluation.lab import DATA
 
 Split = Literal["dev", "test"]
 SPLITS: tuple[Split, ...] = ("dev", "test")
-SPLITS_DIR = Path(__file__).parent / "data" / "splits"
+SPLITS_DIR = DATA / "splits"
 
 
 @lru_cache(maxsize=8)

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.datasets import DatasetError, read_jsonl
+from evaluation.lab import DATA
 from evaluation.splits import SPLITS, Split, excluded_from_test, side_of
 from tools.answer_check import normalize_answer, states, token_overlap
 
 SQUAD_DEV = Path("squad2-dev") / "dev-v2.0.json"  # under the eval_data_dir setting
 # The new-documents question sets: one folder of pages per set, its questions beside it
-NEWDOCS = Path(__file__).parent / "data" / "newdocs"
+NEWDOCS = DATA / "newdocs"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Labelled items (question, passages, answer, right/wrong, category) from two sour
   answer from the same paragraph, of the same type (a year for a year, a number for a
   number, a name for a name) (wrong: ``same_type_span``); the plausible answer of an
   unanswerable question (wrong: ``plausible_unanswerable``).
-- docs_corpus: hand-written pairs about the product (evaluation/data/verifier_docs.jsonl),
+- docs_corpus: hand-written pairs about the product (lab/data/verifier_docs.jsonl),
   each a right answer and a subtly wrong twin (wrong flag, default, number, path,
   merged facts, wrong citation).
 
@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.datasets import DatasetError, read_jsonl
+from evaluation.lab import DATA
 from evaluation.metrics import wilson_interval
 from evaluation.splits import SPLITS, Split, excluded_from_test, side_of
 from graph.checks.readings import answer_form
 
-DOCS_ITEMS = Path(__file__).parent / "data" / "verifier_docs.jsonl"
+DOCS_ITEMS = DATA / "verifier_docs.jsonl"
 
 
 @dataclass(frozen=True)

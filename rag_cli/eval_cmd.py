@@ -15,6 +15,7 @@ from typing import Any
 
 from evaluation import answer_report
 from evaluation.datasets import CACM_SOURCE, Dataset, convert_cacm, load_beir, load_files
+from evaluation.lab import shown
 from evaluation.report import (
     compare,
     compare_markdown,
@@ -23,6 +24,7 @@ from evaluation.report import (
     write_outputs,
 )
 from evaluation.retrieval import MODES, SWEEPABLE, evaluate_retrieval, parse_sweep
+from evaluation.splits import SPLITS_DIR
 from ingest.partition import SPLITTERS
 from ingest.pipeline import IngestError
 from rag_cli import (
@@ -95,8 +97,8 @@ def _register_retrieval(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument(
         "--topics",
         choices=("dev", "test"),
-        help="CACM: only this half of the frozen topic split (evaluation/data/splits/"
-        "cacm.json); sweeps run on dev, a release figure on test",
+        help="CACM: only this half of the frozen topic split "
+        f"({shown(SPLITS_DIR / 'cacm.json')}); sweeps run on dev, a release figure on test",
     )
     for flag, (name, kind) in SETTING_FLAGS.items():
         extra: dict[str, Any] = {"choices": SPLITTERS} if name == "splitter" else {}

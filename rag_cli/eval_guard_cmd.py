@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import guard as bench
+from evaluation.lab import shown
 from graph.guard import decide, nearest_distance
 from rag_cli.services import services_of
 from tools.config import Settings, load_settings
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "guard",
         help="measure the topic guard: precision and recall of refusing off-topic questions",
         description="Runs the topic guard on labelled questions "
-        "(evaluation/data/guard_questions.jsonl: on-topic, off-topic, blocked and near "
+        f"({shown(bench.GUARD_ITEMS)}: on-topic, off-topic, blocked and near "
         "misses) against a collection of this service's documentation (`rag ingest "
         "docs_corpus` first; `--set collection=NAME` picks another), with the domain and blocked "
         "topics the labels were written for, and reports precision and recall of "

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from evaluation import planted
+from evaluation.lab import shown
 from tools.config import Settings
 
 
@@ -14,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "planted",
         help="measure the planted-instruction check: detection rate and false alarms",
         description="Runs the graph's planted-instruction check on labelled answers "
-        "(evaluation/data/planted_instructions.jsonl): answers that obey an order planted "
+        f"({shown(planted.ITEMS)}): answers that obey an order planted "
         "in a passage must be withheld, right answers about innocent passages must not. "
         "Tune on --split dev; --split test is the held-back half, for a release figure.",
     )

@@ -61,7 +61,7 @@ _ADDRESSED = re.compile(
 # names whoever writes the answer (an AI, an assistant, "whoever writes the reply", "when
 # this page is used to answer") *and* orders something (must, only, tell, include...).
 # A document describing a system ("the server must respond with 401") names no such
-# addressee. Measured on evaluation/data/planted_instructions.jsonl (`rag eval planted`).
+# addressee. Measured on lab/data/planted_instructions.jsonl (`rag eval planted`).
 _ADDRESSEE = re.compile(
     r"""(?:
     \bwhoever\s+(?:answers|responds|replies)\b

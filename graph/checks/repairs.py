@@ -13,7 +13,7 @@ becomes ``NOT_FOUND`` and gets the next of ``ATTEMPTS``.
 previous found nothing (a regeneration asks only the first, with the checks' feedback).
 ``CITING``: the draft that is kept, in order, by answer style.
 
-Slips read in the rsyslog dev half (evaluation/data/newdocs/rsyslog), where 4 of 32
+Slips read in the rsyslog dev half (lab/data/newdocs/rsyslog), where 4 of 32
 drafts wrote the question back with a marker where the answer goes, and 2 added a
 sentence naming the passage's header ("This parameter is defined in the
 rsyslog/imfile.html document, lines 342-342. [1]"), whose line numbers are in no

@@ -1,4 +1,4 @@
-"""The frozen splits (evaluation/data/splits/): nothing on both sides, and no seed moves an
+"""The frozen splits (lab/data/splits/): nothing on both sides, and no seed moves an
 item across. The overlap check is shown to catch an injected overlap."""
 
 from __future__ import annotations
