@@ -114,6 +114,15 @@ class SecondOpinion(TypedDict, total=False):
     error: str
 
 
+class ThresholdsUsed(TypedDict):
+    """The verifier thresholds a verdict was read against (tools/verifier_thresholds.py)."""
+
+    sentence: float
+    phrase: float
+    source: str  # where they come from: the settings, a calibration, or uncalibrated
+    warning: str | None  # set when they were calibrated for another verifier
+
+
 class CheckResult(TypedDict):
     """One check of graph/checks/pipeline.py's ``CHECKS`` that ran, in order."""
 
@@ -143,7 +152,7 @@ class Verdict(TypedDict, total=False):
     literal_choice: LiteralChoice | None
     own_answer: OwnAnswer
     copied: bool
-    thresholds: dict[str, float]
+    thresholds: ThresholdsUsed
     checked_by: str  # the verifier model
     second_opinion: SecondOpinion
     error: str  # the verifier failed: the answer is unchecked
@@ -178,5 +187,6 @@ __all__ = [
     "PassageRecord",
     "RetrievalReport",
     "SecondOpinion",
+    "ThresholdsUsed",
     "Verdict",
 ]

@@ -7,11 +7,11 @@ On a server thread the state persists between questions, so the graph's first no
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import UnionType
 from typing import (
     Annotated,
     Any,
-    Literal,
     Required,
     Union,
     get_args,
@@ -21,7 +21,18 @@ from typing import (
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from typing_extensions import TypedDict
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict, is_typeddict
+
+from graph.results import (
+    Citation,
+    GuardDecision,
+    ModelFault,
+    Outcome,
+    PassageRecord,
+    RetrievalReport,
+    Verdict,
+)
 
 
 class InputState(TypedDict, total=False):
@@ -33,27 +44,27 @@ class InputState(TypedDict, total=False):
 
 
 class OutputState(TypedDict, total=False):
+    """The answer object (graph/results.py declares its parts; ``answer_schema`` is its
+    JSON schema)."""
+
     answer: str
     # what the generator read, numbered as the answer cites them (its retrieval diagnosis)
-    passages: list[dict[str, Any]]
+    passages: list[PassageRecord]
     references: list[str]
-    citations: list[dict[str, Any]]
-    verdict: dict[str, Any]
+    citations: list[Citation]
+    verdict: Verdict
     abstained: bool
-    # verified: the verifier's confidence reached verify_threshold; not_verified: shown
-    # with a warning; abstained: no answer given (graph/verification.py)
-    outcome: Literal["verified", "not_verified", "abstained"]
+    # verified: the checks passed; not_verified: shown with a warning; abstained: no
+    # answer given (graph/checks/pipeline.py)
+    outcome: Outcome
     queries: list[str]
-    retrieval: dict[str, Any]
+    retrieval: RetrievalReport
     timings: dict[str, float]  # seconds per node, reset by the first node of each question
     prompts: dict[str, int]
     attempts: int  # answers generated for this question (1 + regenerations)
-    # a model fault, typed: {"type": "timeout"|"malformed_output"|"empty_answer"|
-    # "model_error", "stage": node, "message": ...}; None when every call succeeded
-    error: dict[str, str] | None
-    # the topic guard's decision when it is on: {"mode", "verdict": "allowed"|"off_topic"|
-    # "blocked", "reason"} (or "error" when it could not decide); None when it is off
-    guard: dict[str, str] | None
+    error: ModelFault | None  # a model fault; None when every call succeeded
+    # the topic guard's decision when it is on; None when it is off
+    guard: GuardDecision | None
     trace_id: str | None
 
 
@@ -75,12 +86,15 @@ CARRIED = frozenset({"messages", *InputState.__annotations__})
 
 def _fresh(annotation: Any) -> Any:
     """The value a field starts a question with, from its type: empty for containers
-    and text, zero or False for numbers and flags, None for anything optional."""
+    (a TypedDict is a dict) and text, zero or False for numbers and flags, None for
+    anything optional."""
     origin = get_origin(annotation) or annotation
     if origin in (Annotated, Required):
         return _fresh(get_args(annotation)[0])
     if origin in (Union, UnionType) and type(None) in get_args(annotation):
         return None
+    if is_typeddict(origin):
+        return {}
     return {list: [], dict: {}, str: "", bool: False, int: 0, float: 0.0}.get(origin)
 
 
@@ -92,3 +106,27 @@ PER_QUESTION: dict[str, Any] = {
     for name, annotation in get_type_hints(State, include_extras=True).items()
     if name not in CARRIED
 }
+
+
+# The published JSON schema of the answer object (``rag ask --json``, the server's run
+# output): written from ``OutputState`` by ``answer_schema``; a test keeps them equal.
+ANSWER_SCHEMA_FILE = Path(__file__).with_name("answer.schema.json")
+
+
+def answer_schema() -> dict[str, Any]:
+    """``OutputState`` as JSON schema, strict: an object holds only the keys its type
+    declares, so a key added to the answer without its type fails validation."""
+    schema = TypeAdapter(OutputState).json_schema()
+
+    def strict(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                node.setdefault("additionalProperties", False)
+            for value in node.values():
+                strict(value)
+        elif isinstance(node, list):
+            for value in node:
+                strict(value)
+
+    strict(schema)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}

@@ -2,7 +2,7 @@
 
 Settings (tools/config.py) are what an operator may change; these are fixed by
 measurement on dev splits, and changing one is a change to the checks: measure it
-with the recorded model calls (evaluation/recordings) before and after.
+with the recorded model calls (lab/recordings) before and after.
 """
 
 from __future__ import annotations
