@@ -622,6 +622,10 @@ def section_fields(name: str) -> tuple[str, ...]:
     return SECTIONS[name]
 
 
+# The models section's model specs (a field named *_model): each belongs to the factory
+# of its role; the section's other settings bound every model call, so every model's
+# cache key holds them.
+MODEL_SPECS = frozenset(field for field in SECTIONS["models"] if field.endswith("_model"))
 SECTION_OF: dict[str, str] = {field: name for name, fields in SECTIONS.items() for field in fields}
 
 
