@@ -204,3 +204,31 @@ def test_a_toml_key_in_the_wrong_table_or_an_unknown_table_says_what_to_set(
     cfg.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_settings(config_file=cfg, environ={})
+
+
+CONFIGURATION_PAGE = Path(__file__).parents[2] / "docs_corpus" / "configuration.md"
+
+
+def test_the_configuration_page_lists_every_setting_under_its_section():
+    from tools.config import SECTIONS
+
+    listed: dict[str, set[str]] = {}
+    section = None
+    for line in CONFIGURATION_PAGE.read_text().splitlines():
+        if heading := re.fullmatch(r"### .* \(`\[(\w+)\]`\)", line):
+            section = heading.group(1)
+        elif line.startswith("## "):
+            section = None
+        elif section and (row := re.match(r"\| `(\w+)` \|", line)):
+            listed.setdefault(section, set()).add(row.group(1))
+    assert listed == {name: set(fields) for name, fields in SECTIONS.items()}
+
+
+def test_the_configuration_page_examples_mean_the_same(tmp_path):
+    page = CONFIGURATION_PAGE.read_text().split("## Example rag.toml", 1)[1]
+    flat, sectioned = re.findall(r"```toml\n(.*?)```", page, flags=re.S)
+    loaded = []
+    for text in (flat, sectioned):
+        (tmp_path / "rag.toml").write_text(text)
+        loaded.append(load_settings(config_file=tmp_path / "rag.toml", environ={}))
+    assert loaded[0] == loaded[1] and loaded[0].k == 4
