@@ -4,6 +4,13 @@ Precedence, lowest to highest: defaults < ``rag.toml`` < ``RAG_*`` environment
 variables < explicit overrides (CLI flags, the server's per-assistant config,
 Python keyword arguments). Everything is validated once, at start-up, so a typo
 fails before any model loads, with a message naming the setting and what it accepts.
+
+Each setting is declared in one section (``SECTIONS``: models, local_runtime, store,
+ingestion, retrieval, reranking, answering, verification, guard, server, tracing), the
+class ``Settings`` inherits it from; access stays flat (``settings.k``). ``rag.toml``
+takes a key at the top level or under its section's table, ``rag doctor`` shows the
+settings by section, and each factory's cache key is the sections it reads
+(``section_key``).
 """
 
 from __future__ import annotations
