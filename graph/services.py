@@ -29,7 +29,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from tools.answer_check import FirstTokenJudge, judge_for
-from tools.config import Settings
+from tools.config import MODEL_SPECS, Settings, section_key
 from tools.models.factory import Role, chat_key, chat_model, embeddings, embeddings_key
 from tools.models.spec import parse_model_spec
 from tools.resilient import ResilientEmbeddings
@@ -103,13 +103,7 @@ class Services:
     def judge(self, settings: Settings) -> FirstTokenJudge:
         """The verifier model with the way its confidence is read; kept like the models, so
         ``auto``'s discovery that a provider gives no log-probabilities is made once."""
-        key = (
-            "judge",
-            chat_key(settings, "verifier"),
-            settings.verifier_confidence,
-            settings.verifier_samples,
-            settings.llm_max_retries,
-        )
+        key = ("judge", chat_key(settings, "verifier"), section_key(settings, "verification"))
         return self._models.get(
             key,
             lambda: judge_for(
@@ -133,10 +127,7 @@ class Services:
         query_model = self.llm(settings, "query") if uses_llm else None
         key = (
             "reranker",
-            settings.rerank,
-            settings.rerank_model,
-            settings.llm_max_retries,
-            settings.llm_timeout_s,
+            section_key(settings, "reranking", "models", leave_out=MODEL_SPECS),
             chat_key(settings, "query") if uses_llm else None,
         )
         return self._models.get(key, lambda: make_reranker(settings, query_model))

@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from tools.answer_check import SETTLE_PROBE, judge_for
-from tools.config import Settings, masked
+from tools.config import Settings, by_section, masked
 from tools.isolated import run_isolated
 from tools.models.factory import ROLES, chat_model, chat_spec, embeddings
 from tools.models.local_llm import REBUILD_ADVICE
@@ -225,11 +225,21 @@ def _print_check(c: dict[str, Any]) -> None:
         print(f"       verifier: {c['verifier']}", flush=True)
 
 
+def print_settings(settings: Settings) -> None:
+    """Every setting with its effective value (credentials as ***), by section, each
+    under its rag.toml table name; then the credentials found in the environment."""
+    print("configuration:")
+    for section, values in by_section(masked(settings)).items():
+        print(
+            "  environment (shown only as set):" if section == "environment" else f"  [{section}]"
+        )
+        for key, value in values.items():
+            print(f"    {key:28} {value}")
+
+
 def run(args: argparse.Namespace, settings: Settings, probe: Probe = probe_model) -> int:
     if not args.json:
-        print("configuration:")
-        for key, value in masked(settings).items():
-            print(f"  {key:22} {value}")
+        print_settings(settings)
         print("outbound (every address this configuration sends data to):")
         for line in destinations(settings) or ["none: everything runs on this machine"]:
             print(f"  {line}")

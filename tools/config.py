@@ -4,10 +4,18 @@ Precedence, lowest to highest: defaults < ``rag.toml`` < ``RAG_*`` environment
 variables < explicit overrides (CLI flags, the server's per-assistant config,
 Python keyword arguments). Everything is validated once, at start-up, so a typo
 fails before any model loads, with a message naming the setting and what it accepts.
+
+Each setting is declared in one section (``SECTIONS``: models, local_runtime, store,
+ingestion, retrieval, reranking, answering, verification, guard, server, tracing), the
+class ``Settings`` inherits it from; access stays flat (``settings.k``). ``rag.toml``
+takes a key at the top level or under its section's table, ``rag doctor`` shows the
+settings by section, and each factory's cache key is the sections it reads
+(``section_key``).
 """
 
 from __future__ import annotations
 
+import difflib
 import hmac
 import os
 import re
@@ -47,14 +55,33 @@ COLLECTION_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{1,62}[A-Za-z0-9]"
 SPLITTERS = ("auto", "structure", "chars", "tokens", "sentences", "lines")
 
 
-class Settings(BaseModel):
-    """Service settings. Field names map to ``RAG_<NAME>`` env vars and ``rag.toml`` keys."""
+class _Section(BaseModel):
+    """One section of the settings: the class that declares a setting is its section."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
-    data_dir: Path = Field(
-        Path(".rag"), description="All persistent state (indexes, traces, reports) lives here."
+
+class ModelSettings(_Section):
+    """Which model plays each role, and how every model call is bounded. A field named
+    ``*_model`` is one model's spec; the others apply to every model."""
+
+    generator_model: str = Field("local", description="Chat model that writes the answer.")
+    query_model: str = Field("local", description="Chat model that rephrases/expands queries.")
+    verifier_model: str = Field("local", description="Second LLM that checks grounding.")
+    judge_model: str = Field("local", description="LLM that scores answers in `rag eval`.")
+    embedding_model: str = Field("local", description="Embedding model for chunks and queries.")
+    llm_max_tokens: int = Field(512, ge=1, le=8192, description="Cap on generated tokens.")
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    llm_timeout_s: float = Field(
+        180.0, gt=0, description="A model call taking longer than this fails with a timeout."
     )
+    llm_max_retries: int = Field(2, ge=0, le=10, description="Retries on malformed/failed calls.")
+    embedding_batch_size: int = Field(64, ge=1, le=4096)
+
+
+class LocalRuntimeSettings(_Section):
+    """This machine: where heavy reusable files are kept, and how local models run."""
+
     cache_dir: Path = Field(
         Path("~/.cache/agentic-rag"),
         description="Heavy reusable artifacts: built wheels and assembled model files.",
@@ -65,33 +92,16 @@ class Settings(BaseModel):
         "squad2-dev/dev-v2.0.json (SQuAD 2.0 dev) and cacm/. Unset: name the file "
         "(--squad FILE, --source DIR).",
     )
-
-    generator_model: str = Field("local", description="Chat model that writes the answer.")
-    query_model: str = Field("local", description="Chat model that rephrases/expands queries.")
-    verifier_model: str = Field("local", description="Second LLM that checks grounding.")
-    judge_model: str = Field("local", description="LLM that scores answers in `rag eval`.")
-    embedding_model: str = Field("local", description="Embedding model for chunks and queries.")
-
     llm_context_tokens: int = Field(4096, ge=512, le=32768, description="Local LLM context size.")
     llm_threads: int = Field(0, ge=0, description="Local LLM threads; 0 means all cores.")
-    llm_max_tokens: int = Field(512, ge=1, le=8192, description="Cap on generated tokens.")
-    llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
-    llm_timeout_s: float = Field(
-        180.0, gt=0, description="A model call taking longer than this fails with a timeout."
-    )
-    llm_max_retries: int = Field(2, ge=0, le=10, description="Retries on malformed/failed calls.")
-    embedding_batch_size: int = Field(64, ge=1, le=4096)
 
-    collection: str = Field(
-        "docs",
-        pattern=f"^{COLLECTION_NAME}$",
-        description="Default collection name (3-64 chars: letters, digits, . _ -).",
-    )
-    as_of: int | None = Field(
-        None,
-        ge=1,
-        description="Answer from this version of the collection (`rag collections history`) "
-        "instead of the latest, e.g. to reproduce a past answer or evaluation; read only.",
+
+class StoreSettings(_Section):
+    """Where the collections and the rest of the service's state live, and which version
+    of a collection is read."""
+
+    data_dir: Path = Field(
+        Path(".rag"), description="All persistent state (indexes, traces, reports) lives here."
     )
     store: Literal["embedded", "postgres"] = Field(
         "embedded",
@@ -110,6 +120,17 @@ class Settings(BaseModel):
     hnsw_ef_search: int = Field(
         256, ge=10, le=100_000, description="HNSW search breadth; higher is closer to exact."
     )
+    as_of: int | None = Field(
+        None,
+        ge=1,
+        description="Answer from this version of the collection (`rag collections history`) "
+        "instead of the latest, e.g. to reproduce a past answer or evaluation; read only.",
+    )
+
+
+class IngestionSettings(_Section):
+    """How ``rag ingest`` reads and splits documents."""
+
     splitter: str = Field("auto", description="Default partitioning strategy for ingestion.")
     chunk_size: int | None = Field(
         None, ge=1, le=100_000, description="Chunk size in the splitter's unit; empty = default."
@@ -125,7 +146,16 @@ class Settings(BaseModel):
         "the run stops before changing anything.",
     )
 
-    # --- retrieval and the graph -----------------------------------------------------------
+
+class RetrievalSettings(_Section):
+    """Which collection a question is answered from, and how its passages are found and
+    kept."""
+
+    collection: str = Field(
+        "docs",
+        pattern=f"^{COLLECTION_NAME}$",
+        description="Default collection name (3-64 chars: letters, digits, . _ -).",
+    )
     k: int = Field(5, ge=1, le=50, description="Passages given to the answer generator.")
     fetch_k: int = Field(
         50,
@@ -172,6 +202,21 @@ class Settings(BaseModel):
         "hybrid_weight), or one index alone, dense or keyword (BM25), the baselines "
         "hybrid is measured against. tools/retrieval/hybrid.py RETRIEVERS builds each one.",
     )
+    rerank_keep: int = Field(0, ge=0, le=50, description="Keep this many after reranking; 0 = k.")
+
+
+class RerankingSettings(_Section):
+    """The optional reranker: which one, and its model."""
+
+    rerank: Literal["none", "llm", "cross-encoder", "litellm"] = Field("none")
+    rerank_model: str = Field(
+        "", description="Cross-encoder path or litellm rerank model (e.g. cohere/rerank-v3.5)."
+    )
+
+
+class AnsweringSettings(_Section):
+    """What the generator reads and how it answers."""
+
     passage_order: Literal["rank", "reversed"] = Field(
         "rank",
         description="The order the generator reads the kept passages in: rank (best "
@@ -206,11 +251,6 @@ class Settings(BaseModel):
     evidence_neighbours: int = Field(
         1, ge=0, le=3, description="Units kept on each side of a chosen one, for context."
     )
-    rerank: Literal["none", "llm", "cross-encoder", "litellm"] = Field("none")
-    rerank_model: str = Field(
-        "", description="Cross-encoder path or litellm rerank model (e.g. cohere/rerank-v3.5)."
-    )
-    rerank_keep: int = Field(0, ge=0, le=50, description="Keep this many after reranking; 0 = k.")
     answer_style: Literal["full", "short"] = Field(
         "full",
         description="full: cited sentences; short: the shortest exact phrase from the passages "
@@ -230,6 +270,12 @@ class Settings(BaseModel):
     on_unverified: Literal["return", "abstain"] = Field(
         "return", description="After the last failed check: return marked, or abstain."
     )
+    max_question_chars: int = Field(2000, ge=10, le=100_000)
+
+
+class VerificationSettings(_Section):
+    """How an answer is checked before it is labelled verified."""
+
     verify_threshold: float = Field(
         0.62,
         ge=0.0,
@@ -323,9 +369,11 @@ class Settings(BaseModel):
         "order of its passages is a guess). One more generation, only for answers about "
         "to be verified.",
     )
-    max_question_chars: int = Field(2000, ge=10, le=100_000)
 
-    # --- topic guard (graph node "guard", before retrieval) ----------------------------
+
+class GuardSettings(_Section):
+    """The topic guard before retrieval (graph node "guard")."""
+
     guard: Literal["off", "warn", "refuse"] = Field(
         "off",
         description="Topic guard before retrieval: off; warn (answer, and say the question "
@@ -356,7 +404,10 @@ class Settings(BaseModel):
         description="The refusal; {domain} is replaced by guard_domain.",
     )
 
-    # --- server exposure ----------------------------------------------------------------
+
+class ServerSettings(_Section):
+    """Who may use the servers (``rag serve``, ``rag ui``) and how much."""
+
     api_key: str = Field(
         "",
         description="When set, every server request must send it in the X-API-Key header.",
@@ -405,7 +456,6 @@ class Settings(BaseModel):
         "generates one and keeps it in <data_dir>/server/api_key, and `rag ui` prints its "
         "URL with a new token, so other users and processes of the machine cannot use them.",
     )
-
     allowed_hosts: str = Field(
         "",
         description="Comma-separated host names the servers answer besides loopback (the "
@@ -416,6 +466,10 @@ class Settings(BaseModel):
         description="Comma-separated web origins (https://app.example) whose pages may call "
         "the servers; others get a 403. Empty: only the server's own origin.",
     )
+
+
+class TracingSettings(_Section):
+    """Where a trace of each run is sent."""
 
     langsmith: bool = Field(
         False,
@@ -428,6 +482,48 @@ class Settings(BaseModel):
         description="auto: Langfuse when LANGFUSE_* keys are set; local: spans to "
         "<data_dir>/traces (see `rag trace show`); off.",
     )
+
+
+# Every setting belongs to exactly one section: the class above that declares it. rag.toml
+# takes a section as a table ([retrieval] then k = 4), rag doctor shows the settings by
+# section, and a cache key over a section (section_key) holds every setting added to it.
+SECTION_CLASSES: dict[str, type[_Section]] = {
+    "models": ModelSettings,
+    "local_runtime": LocalRuntimeSettings,
+    "store": StoreSettings,
+    "ingestion": IngestionSettings,
+    "retrieval": RetrievalSettings,
+    "reranking": RerankingSettings,
+    "answering": AnsweringSettings,
+    "verification": VerificationSettings,
+    "guard": GuardSettings,
+    "server": ServerSettings,
+    "tracing": TracingSettings,
+}
+SECTIONS: dict[str, tuple[str, ...]] = {
+    name: tuple(cls.model_fields) for name, cls in SECTION_CLASSES.items()
+}
+
+
+# The sections, last first: pydantic lists the fields of the last base first, so
+# model_fields (and model_dump) follow SECTIONS' order.
+class Settings(
+    TracingSettings,
+    ServerSettings,
+    GuardSettings,
+    VerificationSettings,
+    AnsweringSettings,
+    RerankingSettings,
+    RetrievalSettings,
+    IngestionSettings,
+    StoreSettings,
+    LocalRuntimeSettings,
+    ModelSettings,
+):
+    """Service settings. Field names map to ``RAG_<NAME>`` env vars and ``rag.toml`` keys;
+    each is declared in one section above. Access stays flat: ``settings.k``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     @field_validator("generator_model", "query_model", "verifier_model", "judge_model")
     @classmethod
@@ -520,6 +616,48 @@ class Settings(BaseModel):
                 f"a folder holding {relative}"
             )
         return self.eval_data_dir / relative
+
+    def section(self, name: str) -> tuple[tuple[str, Any], ...]:
+        """The (setting, value) pairs of one section (``SECTIONS``), in declaration order."""
+        return tuple((field, getattr(self, field)) for field in section_fields(name))
+
+
+def section_fields(name: str) -> tuple[str, ...]:
+    """The settings a section holds; an unknown section is a ConfigError listing them."""
+    if name not in SECTIONS:
+        raise ConfigError(f"no settings section {name!r}; sections: {', '.join(SECTIONS)}")
+    return SECTIONS[name]
+
+
+# The models section's model specs (a field named *_model): each belongs to the factory
+# of its role; the section's other settings bound every model call, so every model's
+# cache key holds them.
+MODEL_SPECS = frozenset(field for field in SECTIONS["models"] if field.endswith("_model"))
+SECTION_OF: dict[str, str] = {field: name for name, fields in SECTIONS.items() for field in fields}
+
+
+def section_key(
+    settings: Settings, *names: str, leave_out: frozenset[str] = frozenset()
+) -> tuple[tuple[str, Any], ...]:
+    """A cache key over whole sections: every (setting, value) pair of each named section
+    but ``leave_out``, so a setting added to a section is part of every key over it. A
+    path is resolved: a relative one means another place from another directory."""
+    return tuple(
+        (field, str(value.resolve()) if isinstance(value, Path) else value)
+        for name in names
+        for field, value in settings.section(name)
+        if field not in leave_out
+    )
+
+
+def by_section(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``values`` keyed by setting (``masked`` output), grouped by section in
+    ``SECTIONS``' order; keys that are no setting (credentials found in the environment)
+    go under "environment"."""
+    grouped: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    for key, value in values.items():
+        grouped.setdefault(SECTION_OF.get(key, "environment"), {})[key] = value
+    return {name: group for name, group in grouped.items() if group}
 
 
 # What each store needs of the other settings (tools/store/backends.py holds the rest of
@@ -627,7 +765,46 @@ def _from_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
     # Allow either top-level keys or a [rag] table.
-    return dict(data.get("rag", data))
+    return _open_sections(data.get("rag", data), path)
+
+
+def _open_sections(table: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """A rag.toml table's settings: flat keys (``k = 4``) as they are, and each section's
+    table (``[retrieval]`` then ``k = 4``) opened into them. A table that is no section,
+    a setting under another section's table, or one set twice is a ConfigError saying
+    where it goes."""
+    values: dict[str, Any] = {}
+
+    def put(name: str, value: Any) -> None:
+        if name in values:
+            raise ConfigError(
+                f"{path}: {name} is set twice; keep it in one place, at the top level or "
+                f"under [{SECTION_OF[name]}]"
+            )
+        values[name] = value
+
+    for key, value in table.items():
+        # a setting's value is never a table, so a table is a section (even [store])
+        if not isinstance(value, dict) or (key in Settings.model_fields and key not in SECTIONS):
+            put(key, value)  # an unknown flat key is refused by Settings, with did_you_mean
+            continue
+        if key not in SECTIONS:
+            close = difflib.get_close_matches(key, SECTIONS, n=1, cutoff=0.6)
+            hint = f"did you mean [{close[0]}]? " if close else ""
+            raise ConfigError(
+                f"{path}: [{key}] is not a section of settings; {hint}the sections are "
+                f"{', '.join(f'[{n}]' for n in SECTIONS)}, or set its keys at the top level"
+            )
+        for name, setting in value.items():
+            if name in SECTION_OF and SECTION_OF[name] != key:
+                raise ConfigError(
+                    f"{path}: {name} is a [{SECTION_OF[name]}] setting, not a [{key}] one: "
+                    f"move it under [{SECTION_OF[name]}] (or to the top level)"
+                )
+            if name not in SECTION_OF:
+                raise ConfigError(f"{path}: [{key}] {name} is not a setting{did_you_mean(name)}")
+            put(name, setting)
+    return values
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -714,8 +891,6 @@ def _fix(name: str, where: str) -> str:
 
 def did_you_mean(name: str) -> str:
     """'; did you mean k?' for a misspelt setting, else the list of all of them."""
-    import difflib
-
     close = difflib.get_close_matches(name.lower(), Settings.model_fields, n=3, cutoff=0.6)
     if close:
         return f"; did you mean {' or '.join(close)}?"

@@ -34,16 +34,30 @@ def chunk(text: str, index: int = 0, doc: str = "d1") -> Chunk:
 
 
 @pytest.fixture
-def store(backend_settings):
-    name = f"c-{uuid.uuid4().hex[:8]}"
-    if backend_settings.store == "postgres":
-        with closing(pg.connect(backend_settings.database_url)) as conn:
-            pg.register(conn, name)
-        vectors = PgChunkStore(backend_settings.database_url, pg.schema_name(name), 100)
-        yield vectors
+def open_store(backend_settings):
+    """Opens a new store on the backend under test; ``max_batch`` as the caller says."""
+    opened = []
+
+    def open_(**options):
+        name = f"c-{uuid.uuid4().hex[:8]}"
+        if backend_settings.store == "postgres":
+            with closing(pg.connect(backend_settings.database_url)) as conn:
+                pg.register(conn, name)
+            url = backend_settings.database_url
+            opened.append(PgChunkStore(url, pg.schema_name(name), 100, **options))
+        else:
+            client = chroma_client(backend_settings)
+            opened.append(ChromaChunkStore(client, name, ef_search=100, **options))
+        return opened[-1]
+
+    yield open_
+    for vectors in opened:
         vectors.close()
-        return
-    yield ChromaChunkStore(chroma_client(backend_settings), name, ef_search=100)
+
+
+@pytest.fixture
+def store(open_store):
+    return open_store()
 
 
 def test_upsert_search_roundtrip_keeps_every_field(store):
@@ -77,8 +91,8 @@ def test_upsert_is_idempotent_and_delete_removes(store):
     assert store.ids() == {c.id for c in chunks[1:]}
 
 
-def test_batches_above_the_server_maximum_are_split(store, monkeypatch):
-    monkeypatch.setattr(store, "_max_batch", 7)  # the real limit is 5461; prove the split
+def test_batches_above_the_server_maximum_are_split(open_store):
+    store = open_store(max_batch=7)  # Chroma's real limit is 5461; prove the split
     chunks = [chunk(f"passage {i} about topic {i % 5}", i) for i in range(30)]
     store.upsert(chunks, EMB.embed_documents([c.text for c in chunks]))
     assert store.count() == 30

@@ -136,3 +136,99 @@ def test_an_unreachable_database_is_a_clear_error_without_its_password():
     with pytest.raises(DatabaseError, match="check RAG_DATABASE_URL") as caught:
         connect(url)
     assert "hunter2" not in str(caught.value) and "rag:***@" in str(caught.value)
+
+
+def test_every_setting_is_in_exactly_one_section():
+    from collections import Counter
+
+    from tools.config import SECTIONS, Settings
+
+    counts = Counter(field for fields in SECTIONS.values() for field in fields)
+    assert set(counts) == set(Settings.model_fields)
+    assert {field for field, n in counts.items() if n > 1} == set()
+    assert list(Settings.model_fields) == [f for fields in SECTIONS.values() for f in fields]
+
+
+def test_a_section_is_its_settings_and_their_values(tmp_path):
+    settings = load_settings({"data_dir": tmp_path, "k": 4, "rerank": "llm"}, environ={})
+    assert dict(settings.section("retrieval"))["k"] == 4
+    assert settings.section("reranking") == (("rerank", "llm"), ("rerank_model", ""))
+    with pytest.raises(ConfigError, match="no settings section 'retreival'; sections: models"):
+        settings.section("retreival")
+
+
+def test_toml_takes_flat_keys_and_section_tables_together(tmp_path):
+    cfg = tmp_path / "rag.toml"
+    cfg.write_text(
+        "llm_timeout_s = 60\n\n[retrieval]\nk = 4\nfetch_k = 20\n\n"
+        '[store]\nstore = "embedded"\nhnsw_ef_search = 100\n\n[tracing]\ntracing = "off"\n'
+    )
+    s = load_settings(config_file=cfg, environ={})
+    assert (s.llm_timeout_s, s.k, s.fetch_k, s.hnsw_ef_search, s.tracing) == (
+        60.0,
+        4,
+        20,
+        100,
+        "off",
+    )
+    cfg.write_text("[rag]\nk = 3\n\n[rag.verification]\nverify_threshold = 0.7\n")
+    s = load_settings(config_file=cfg, environ={})
+    assert (s.k, s.verify_threshold) == (3, 0.7)
+    # a bad value in a table says where it came from, as a flat key's does
+    cfg.write_text("[retrieval]\nk = 0\n")
+    with pytest.raises(ConfigError, match=rf"k = 0 \(from {re.escape(str(cfg))}\)"):
+        load_settings(config_file=cfg, environ={})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[retrieval]\nverify_threshold = 0.7\n",
+            r"verify_threshold is a \[verification\] setting, not a \[retrieval\] one: "
+            r"move it under \[verification\] \(or to the top level\)",
+        ),
+        (
+            "[retreival]\nk = 4\n",
+            r"\[retreival\] is not a section of settings; did you mean \[retrieval\]\? "
+            r"the sections are \[models\], \[local_runtime\]",
+        ),
+        ("[retrieval]\nkk = 4\n", r"\[retrieval\] kk is not a setting; did you mean k\?"),
+        ("k = 3\n[retrieval]\nk = 4\n", r"k is set twice; keep it in one place, at the top "),
+    ],
+)
+def test_a_toml_key_in_the_wrong_table_or_an_unknown_table_says_what_to_set(
+    tmp_path, text, message
+):
+    cfg = tmp_path / "rag.toml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(config_file=cfg, environ={})
+
+
+CONFIGURATION_PAGE = Path(__file__).parents[2] / "docs_corpus" / "configuration.md"
+
+
+def test_the_configuration_page_lists_every_setting_under_its_section():
+    from tools.config import SECTIONS
+
+    listed: dict[str, set[str]] = {}
+    section = None
+    for line in CONFIGURATION_PAGE.read_text().splitlines():
+        if heading := re.fullmatch(r"### .* \(`\[(\w+)\]`\)", line):
+            section = heading.group(1)
+        elif line.startswith("## "):
+            section = None
+        elif section and (row := re.match(r"\| `(\w+)` \|", line)):
+            listed.setdefault(section, set()).add(row.group(1))
+    assert listed == {name: set(fields) for name, fields in SECTIONS.items()}
+
+
+def test_the_configuration_page_examples_mean_the_same(tmp_path):
+    page = CONFIGURATION_PAGE.read_text().split("## Example rag.toml", 1)[1]
+    flat, sectioned = re.findall(r"```toml\n(.*?)```", page, flags=re.S)
+    loaded = []
+    for text in (flat, sectioned):
+        (tmp_path / "rag.toml").write_text(text)
+        loaded.append(load_settings(config_file=tmp_path / "rag.toml", environ={}))
+    assert loaded[0] == loaded[1] and loaded[0].k == 4

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
-from tools.config import ConfigError, Settings, redacted_url
+from tools.config import MODEL_SPECS, ConfigError, Settings, redacted_url, section_key
 from tools.errors import ModelError
 from tools.models.local_assets import DEFAULT_LLM, resolve_gguf
 from tools.models.spec import ModelSpec, parse_model_spec
@@ -113,28 +113,24 @@ def chat_model(settings: Settings, role: Role) -> BaseChatModel:
 
 
 def chat_key(settings: Settings, role: Role) -> tuple[Any, ...]:
-    """What ``chat_model`` builds from: two settings with the same key get the same model."""
+    """What ``chat_model`` builds from: two settings with the same key get the same model.
+    The role's spec, and the models and local runtime sections but the model specs, so a
+    setting added to either section is in the key."""
     return (
         "chat",
         role,
         chat_spec(settings, role),  # the spec itself: its string hides the password
-        str(settings.resolved_cache_dir()),
-        settings.llm_context_tokens,
-        settings.llm_threads,
-        settings.llm_max_tokens,
-        settings.llm_temperature,
-        settings.llm_timeout_s,
+        section_key(settings, "models", "local_runtime", leave_out=MODEL_SPECS),
     )
 
 
 def embeddings_key(settings: Settings) -> tuple[Any, ...]:
-    """What ``embeddings`` (and its retry wrapper) builds from."""
+    """What ``embeddings`` (and its retry wrapper) builds from: the embedding spec and the
+    models section's other settings."""
     return (
         "embedding",
         settings.embedding_model,
-        settings.embedding_batch_size,
-        settings.llm_timeout_s,
-        settings.llm_max_retries,
+        section_key(settings, "models", leave_out=MODEL_SPECS),
     )
 
 

@@ -86,7 +86,11 @@ def drop_vectors(client: chromadb.ClientAPI, name: str) -> None:
 class ChromaChunkStore:
     """The vector half of a collection. Search returns cosine *distances* (0 = identical)."""
 
-    def __init__(self, client: chromadb.ClientAPI, name: str, ef_search: int) -> None:
+    def __init__(
+        self, client: chromadb.ClientAPI, name: str, ef_search: int, max_batch: int | None = None
+    ) -> None:
+        """``max_batch``: records per upsert or delete call, at most (and by default)
+        the server's maximum."""
         self.name = name
         self._store = Chroma(
             client=client,
@@ -94,7 +98,8 @@ class ChromaChunkStore:
             collection_configuration={"hnsw": {"space": "cosine", "ef_search": ef_search}},
         )
         self._collection = self._store._collection
-        self._max_batch = client.get_max_batch_size()
+        server_max = client.get_max_batch_size()
+        self._max_batch = min(max_batch or server_max, server_max)
 
     def close(self) -> None:
         """Nothing to release: the Chroma client is shared by the process."""

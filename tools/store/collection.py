@@ -24,7 +24,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tools.config import COLLECTION_NAME, ConfigError, Settings
+from tools.config import COLLECTION_NAME, ConfigError, Settings, section_key
 from tools.documents import Chunk
 from tools.store import postgres as pg
 from tools.store.backends import backend, manifest_path, snapshot_path
@@ -132,17 +132,10 @@ def _keep_newest_snapshots(manifest: Path, keep: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def handle_key(settings: Settings, name: str) -> tuple[str, str, str, str, int, str, int]:
-    """What an open ``Collection`` depends on: where it is, and how it is searched."""
-    return (
-        str(settings.data_dir),
-        settings.store,
-        settings.database_url,
-        settings.chroma_host or "",
-        settings.hnsw_ef_search,
-        name,
-        settings.as_of or 0,
-    )
+def handle_key(settings: Settings, name: str) -> tuple[Any, ...]:
+    """What an open ``Collection`` depends on: its name and the store section (where it
+    is, how it is searched, which version is read), so a setting added there is in it."""
+    return (name, section_key(settings, "store"))
 
 
 def list_collections(settings: Settings) -> list[str]:

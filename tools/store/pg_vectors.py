@@ -37,9 +37,9 @@ def _literal(vector: Sequence[float]) -> str:
 class PgChunkStore:
     """Search returns cosine *distances* (0 = identical), as Chroma's does."""
 
-    def __init__(self, url: str, schema: str, ef_search: int) -> None:
+    def __init__(self, url: str, schema: str, ef_search: int, max_batch: int = 1000) -> None:
         self.name = schema
-        self._max_batch = 1000  # rows per statement
+        self._max_batch = max_batch  # rows per statement
         self._db = connect(url)
         use_schema(self._db, schema)
         # pgvector caps hnsw.ef_search at 1000
