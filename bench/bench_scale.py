@@ -102,7 +102,7 @@ class Projection:
 
     # the LangChain Embeddings methods HybridRetriever calls
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        from tools.store.keyword_index import tokenize
+        from tools.text import tokenize
 
         return self.vectors([tokenize(t) for t in texts]).tolist()
 
@@ -139,8 +139,8 @@ def build(folder: Path, size: int, pool: list[str], database_url: str = "") -> d
         return json.loads(done.read_text())
     from tools.documents import Chunk
     from tools.store.collection import Collection
-    from tools.store.keyword_index import tokenize
     from tools.store.manifest import DocumentEntry, FileRecord
+    from tools.text import tokenize
 
     folder.mkdir(parents=True, exist_ok=True)
     col = Collection(store_settings(folder, database_url), COLLECTION, create=True)

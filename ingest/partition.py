@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from tools.config import SPLITTERS
 from tools.documents import Chunk, ExtractedDocument
+from tools.text import CHUNK_PARAGRAPH_BREAK, CHUNK_SENTENCE_BREAK, FENCE_OPENING
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -35,11 +36,12 @@ _AUTO = {"pdf": "lines", "csv": "lines", "code": "lines"}
 Span = tuple[int, int]
 HeadingPath = tuple[str, ...]  # outermost first, e.g. ("Install", "From source")
 
-_PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
 _LINE = re.compile(r"\n")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])|\n[ \t]*\n\s*")
-_SEPARATORS = (_PARAGRAPH, _LINE, _SENTENCE)  # coarsest first; then character windows
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SEPARATORS = (
+    CHUNK_PARAGRAPH_BREAK,
+    _LINE,
+    CHUNK_SENTENCE_BREAK,
+)  # coarsest first; then character windows
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")  # one punctuation char, repeated
 
@@ -240,7 +242,7 @@ def _sentences(text: str, s: int, e: int, size: int, overlap: int) -> list[Span]
     last = len(_SEPARATORS)  # _recursive at this level only does character windows
     parts = [
         p
-        for a, b in _split_at(text, s, e, _SENTENCE)
+        for a, b in _split_at(text, s, e, CHUNK_SENTENCE_BREAK)
         for p in _recursive(text, a, b, size, overlap, last)
     ]
     return _pack(parts, size, overlap)
@@ -347,7 +349,7 @@ def _markdown_cuts(text: str) -> list[tuple[int, HeadingPath]]:
     """ATX headings outside fenced code; HTML and DOCX arrive rendered this way too."""
     cuts, stack, fence = [], [], ""
     for start, line in zip(_line_starts(text), text.split("\n"), strict=True):
-        fence_match = _FENCE.match(line)
+        fence_match = FENCE_OPENING.match(line)
         if fence:
             marker = fence_match.group(1) if fence_match else ""
             fence = "" if marker[:1] == fence[0] and len(marker) >= len(fence) else fence

@@ -40,8 +40,8 @@ from tools.errors import ModelError
 from tools.resilient import with_retries
 from tools.store.backends import CollectionBusy
 from tools.store.collection import Collection, exclusive
-from tools.store.keyword_index import tokenize
 from tools.store.manifest import DocumentEntry, FileRecord
+from tools.text import tokenize
 
 log = logging.getLogger(__name__)
 

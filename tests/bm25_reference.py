@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from tools.store.keyword_index import lucene_idf, tokenize
+from tools.store.keyword_index import lucene_idf
+from tools.text import tokenize
 
 
 class LuceneBM25(BM25Okapi):

@@ -12,8 +12,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-from tools.store.keyword_index import tokenize
 from tools.structured import parser_for
+from tools.text import tokenize
 
 
 class HashEmbeddings(Embeddings):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from tools.text import SENTENCE_SPAN
+
 PASSAGE_OPEN = "<passage>"
 PASSAGE_CLOSE = "</passage>"
 
@@ -109,7 +111,6 @@ _ORDER = re.compile(
     flags=re.IGNORECASE | re.VERBOSE,
 )
 # A sentence ends at . ! ? followed by a space or the end, so a URL stays in its sentence.
-_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]*")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -130,7 +131,7 @@ def neutralise(text: str) -> str:
     text = strip_template_tokens(text)
     text = _DELIMITER.sub(" ", text)
     text = _ADDRESSED.sub(lambda m: f"(quoted) {m.group(0)}", text)
-    text = _SENTENCE.sub(_quote_order, text)
+    text = SENTENCE_SPAN.sub(_quote_order, text)
     return _ROLE_HEADER.sub(r"\1(quoted) \2\3", text)
 
 
@@ -151,7 +152,7 @@ def addressed_to_model(text: str) -> list[str]:
     known phrase, or an order to whoever writes the reply."""
     return [
         m.group(0).strip()
-        for m in _SENTENCE.finditer(text)
+        for m in SENTENCE_SPAN.finditer(text)
         if _ADDRESSED.search(m.group(0)) or _is_order(m.group(0))
     ]
 

@@ -1,4 +1,6 @@
-"""Deterministic helpers for citations and grounding checks.
+"""The one text module: words, sentences, citation markers, code fences and literals,
+as keyword search, evidence selection, partitioning, sanitising and the answer checks
+read them.
 
 Embedding similarity cannot tell a true claim from one with a wrong number (both
 score about 0.78 in the field notes), so before (and besides) the verifier LLM we
@@ -10,9 +12,50 @@ and inline code, so the check reads Markdown rather than pairing any two backtic
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+
+import snowballstemmer
 
 MARKER = re.compile(r"\[(\d{1,3})\]")  # a citation marker, [n]
-_SENTENCE_END = re.compile(
+
+# --- words: the keyword tokeniser (keyword search, evidence selection, the checks) ---
+# Stored chunk tokens must come from the same tokenisation as query tokens: bump this
+# whenever ``tokenize`` changes, so old collections are rebuilt instead of mismatching.
+TOKENIZER_VERSION = 1
+_WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+_STEMMER = snowballstemmer.stemmer("english")
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with you your yours yourself yourselves""".split()
+)
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
+
+def tokenize(text: str) -> list[str]:
+    """Stemmed words, stopwords left out: what keyword search indexes and matches."""
+    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+# --- sentence boundaries and code fences, one definition per reader ------------------
+# They differ on purpose. A passage's sentence may open with a citation-like "[" (a
+# reference list); a chunk also breaks at a blank line; an answer's sentence keeps the
+# markers that close it; sanitising reads a sentence as a span, to quote an order.
+PASSAGE_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)\s+(?=[A-Z0-9\"'(`*\[])")
+CHUNK_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])|\n[ \t]*\n\s*")
+SENTENCE_SPAN = re.compile(r"(?:[^.!?\n]|[.!?](?=\S))+[.!?]*")
+CHUNK_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")  # with the blank space after it
+# a line opening (or closing) a fenced code block; ``_FENCE`` below also reads its info (answers)
+FENCE_OPENING = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+ANSWER_SENTENCE_END = re.compile(
     r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)(?:\s*(?:\[\d{1,3}\])+)?\s+(?=[A-Z0-9\"'(`*-])"
 )
 _SPAN_ON_A_LINE = re.compile(r"`[^`\n]+`")
@@ -99,7 +142,7 @@ def statements(answer: str) -> list[str]:
     parts: list[str] = []
     last = 0
     masked = _SPAN_ON_A_LINE.sub(lambda m: "`" + "x" * (len(m.group()) - 2) + "`", answer)
-    for match in _SENTENCE_END.finditer(masked):
+    for match in ANSWER_SENTENCE_END.finditer(masked):
         parts.append(answer[last : match.end()].strip())
         last = match.end()
     parts.append(answer[last:].strip())

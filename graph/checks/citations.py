@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from tools.sanitize import addressed_to_model
-from tools.store.keyword_index import tokenize
 from tools.text import (
     claims_with_citations,
     found_phrase,
@@ -25,6 +24,7 @@ from tools.text import (
     missing_facts,
     quote_of,
     strip_markers,
+    tokenize,
 )
 
 NO_CITATION = "cites no passage"

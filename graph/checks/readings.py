@@ -15,7 +15,6 @@ from graph import prompts
 from graph.checks.tuning import LETTERS, OWN_ANSWER_TOKENS, WIN_MARGIN
 from graph.context import context_message
 from tools.answer_check import FirstTokenJudge, SureReply, states, token_overlap
-from tools.store.keyword_index import tokenize
 from tools.text import (
     blank_out,
     flags_in,
@@ -24,6 +23,7 @@ from tools.text import (
     statements,
     strip_markers,
     swappable_literals,
+    tokenize,
 )
 
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from graph import prompts
 from graph.checks.tuning import RECITE_MARGIN
-from tools.store.keyword_index import tokenize
 from tools.text import (
     MARKER,
     MARKER_GROUP,
@@ -39,6 +38,7 @@ from tools.text import (
     quote_of,
     statements,
     strip_markers,
+    tokenize,
 )
 
 # A yes or a no is an answer even in the question's own words ("path.basename() does not
@@ -254,6 +254,10 @@ class Attempt:
 
     prompt: prompts.Prompt | None
     copy: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.prompt.name if self.prompt else "answer"
 
 
 # Each written draft, in order.

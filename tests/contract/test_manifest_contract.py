@@ -18,9 +18,9 @@ import pytest
 from tests.bm25_reference import MemoryKeywordIndex
 from tools.documents import Chunk
 from tools.store import postgres
-from tools.store.keyword_index import tokenize
 from tools.store.manifest import DocumentEntry, FileRecord, Manifest
 from tools.store.pg_manifest import PgManifest
+from tools.text import tokenize
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = postgres.schema_name("test")  # rag_test

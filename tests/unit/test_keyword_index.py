@@ -11,8 +11,8 @@ import pytest
 
 from tests.bm25_reference import MemoryKeywordIndex
 from tools.documents import Chunk
-from tools.store.keyword_index import tokenize
 from tools.store.manifest import DocumentEntry, FileRecord, Manifest
+from tools.text import tokenize
 
 WORDS = "apple banana cherry orchard kitchen winter index vector search query model".split()
 

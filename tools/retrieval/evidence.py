@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from langchain_core.embeddings import Embeddings
 
 from tools.retrieval.hybrid import Passage
-from tools.store.keyword_index import tokenize
+from tools.text import FENCE_OPENING, PASSAGE_SENTENCE_END, tokenize
 
 # the weight of keyword overlap beside cosine similarity in a unit's score, chosen on the
 # dev questions (bench/bench_evidence.py: with 1.0 the evidence held a gold answer for
@@ -36,8 +36,6 @@ RANK_WEIGHT = 0.2
 GAP = "\n[...]\n"  # between units of one passage that were not adjacent
 # A prose sentence ends at . ! or ? followed by space and a capital, digit, quote, bracket
 # or code; never after "e.g." or "i.e.".
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)\s+(?=[A-Z0-9\"'(`*\[])")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _HEADING = re.compile(r"#{1,6} ")
 # a list item, a table row, a heading or a quote: a unit of one line
 _LINE_UNIT = re.compile(r"^\s*(?:[-*+] |\d+[.)] |\||" + _HEADING.pattern + "|>)")
@@ -79,19 +77,19 @@ def _spans(text: str) -> list[tuple[int, int]]:
 
     def prose(start: int, end: int) -> None:
         last = start
-        for match in _SENTENCE_END.finditer(text, start, end):
+        for match in PASSAGE_SENTENCE_END.finditer(text, start, end):
             spans.append((last, match.start()))
             last = match.end()
         spans.append((last, end))
 
     for line in lines:
         stripped = line.strip()
-        if fence or _FENCE.match(line):  # a code block is one unit, fences included
+        if fence or FENCE_OPENING.match(line):  # a code block is one unit, fences included
             if not fence:
                 if block_start is not None:
                     prose(block_start, offset)
                 block_start, fence = offset, True
-            elif _FENCE.match(line):
+            elif FENCE_OPENING.match(line):
                 spans.append((block_start, offset + len(line.rstrip("\n"))))
                 block_start, fence = None, False
         elif not stripped or _LINE_UNIT.match(line):

@@ -26,8 +26,8 @@ from langchain_core.embeddings import Embeddings
 
 from tools.config import Settings
 from tools.documents import Chunk
-from tools.store.keyword_index import tokenize
 from tools.store.protocol import ChunkReader
+from tools.text import tokenize
 
 
 @dataclass

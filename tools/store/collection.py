@@ -29,12 +29,12 @@ from tools.documents import Chunk
 from tools.store import postgres as pg
 from tools.store.backends import backend, manifest_path, snapshot_path
 from tools.store.chroma_vectors import ChromaChunkStore, chroma_client, store_started
-from tools.store.keyword_index import TOKENIZER_VERSION
 from tools.store.manifest import SCHEMA_VERSION, Manifest
 from tools.store.pg_manifest import PgManifest
 from tools.store.pg_snapshots import SNAPSHOTS_KEPT, version_snapshot
 from tools.store.pg_vectors import PgChunkStore
 from tools.store.protocol import ChunkVectors
+from tools.text import TOKENIZER_VERSION
 
 _NAME = re.compile(COLLECTION_NAME)
 # what an index built by this code records; another value means another format

@@ -23,29 +23,14 @@ collection (a dozen pages all naming the product) throws good matches away.
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
-import snowballstemmer
 
-# Stored chunk tokens must come from the same tokenisation as query tokens: bump this
-# whenever ``tokenize`` changes, so old collections are rebuilt instead of mismatching.
-TOKENIZER_VERSION = 1
-_WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
-_STEMMER = snowballstemmer.stemmer("english")
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
-    being below between both but by can did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its
-    itself just me more most my myself no nor not now of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with you your yours yourself yourselves""".split()
-)
+from tools.text import tokenize
+
 K1, B = 1.5, 0.75
 # candidates scored again from their tokens, per result asked for: the pool's scores
 # leave out the words not read
@@ -103,15 +88,6 @@ def prepare(db: sqlite3.Connection) -> None:
     except BaseException:
         db.execute("ROLLBACK")
         raise
-
-
-@lru_cache(maxsize=200_000)
-def _stem(word: str) -> str:
-    return _STEMMER.stemWord(word)
-
-
-def tokenize(text: str) -> list[str]:
-    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
 def lucene_idf(chunks: int, containing: int) -> float:

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import psycopg
 
-from tools.store.keyword_index import K1, B, bm25, lucene_idf, tokenize
+from tools.store.keyword_index import K1, B, bm25, lucene_idf
+from tools.text import tokenize
 
 # Created with the manifest's tables, in the same transaction (``PgManifest``). The
 # trigger functions name their tables in the schema of the table that fired them, not
