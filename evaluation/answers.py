@@ -30,30 +30,21 @@ from graph import build_graph
 from graph.checks.tuning import SAME_ANSWER_F1
 from graph.graph import config_for
 from graph.prompts import versions
+from graph.results import Verdict
 from graph.services import Services
 from tools import tracing
 from tools.config import Settings
 from tools.errors import ModelError
 from tools.text import strip_markers
 
-# what a report keeps of each verdict: with the confidence, one run shows what any other
-# verify_threshold would have labelled verified
-VERDICT_KEYS = (
-    "grounded",
-    "confidence",
-    "statements",
-    "unsupported",
-    "missing",
-    "citations",
-    "citations_needed",
-    "form",
-    "threshold",
-    "claim_confidence",
-    "literal_choice",
-    "second_opinion",
-    "own_answer",
-    "copied",
+# what a report keeps of each verdict (graph/results.py's Verdict), all but what the run
+# states once (its thresholds and verifier) or that other reports measure: with the
+# confidence, one run shows what any other verify_threshold would have labelled verified
+VERDICT_LEFT_OUT = frozenset(
+    {"cited", "obeyed_passage", "planted_words", "confidence_method", "thresholds"}
+    | {"checked_by", "error", "checks"}
 )
+VERDICT_KEYS = tuple(k for k in Verdict.__annotations__ if k not in VERDICT_LEFT_OUT)
 
 
 def _score_item(item: QAItem, out: dict[str, Any], style: str) -> dict[str, Any]:

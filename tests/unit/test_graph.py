@@ -11,6 +11,7 @@ from graph import build_graph, config_for, prompts
 from graph.checks.tuning import SAME_ANSWER_F1
 from graph.context import context_message
 from graph.graph import DIRECT_PATH
+from graph.services import Services
 from tools.config import ConfigError, Settings
 from tools.errors import LLMTimeoutError
 from tools.verifier_thresholds import record
@@ -584,3 +585,28 @@ def test_a_refused_question_on_a_thread_carries_nothing_of_the_last_one(corpus_e
     assert second["guard"]["verdict"] == "off_topic"
     assert second["retrieval"] == {} and second["passages"] == [] and second["verdict"] == {}
     assert {"retrieval", "passages", "verdict", "queries", "draft"} <= set(PER_QUESTION)
+
+
+def test_a_failed_retrieval_on_a_thread_carries_nothing_of_the_last_one(corpus_env, models):
+    """The same for a question whose retrieval fails: its answer object shows its own
+    error and no passages, retrieval report or verdict of the question before."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from tools.errors import ModelError
+
+    class Down:
+        def embed_query(self, text):
+            raise ModelError("the embedding server is down")
+
+        embed_documents = embed_query
+
+    app = build_graph(InMemorySaver())
+    config = config_for(thread_id="t")
+    first = app.invoke(
+        {"question": "How do I install the service?"}, config, context=models.services
+    )
+    assert first["retrieval"] and first["passages"] and first["verdict"]
+    broken = Services(chat=lambda s, role: models.chats[role], embed=lambda _: Down())
+    second = app.invoke({"question": "How do I turn off tracing?"}, config, context=broken)
+    assert second["error"]["stage"] == "retrieve" and second["abstained"]
+    assert second["retrieval"] == {} and second["passages"] == [] and second["verdict"] == {}
