@@ -20,8 +20,10 @@ from pydantic import BaseModel, Field
 
 from graph import prompts
 from graph.budget import takes_second_look
+from graph.checks.explain import reason
 from graph.checks.pipeline import Bars, Case, feedback, regenerates, run_checks
 from graph.checks.repairs import ATTEMPTS, CITING, WRITTEN, Attempt, DraftContext, repaired
+from graph.checks.support import support_for
 from graph.configuration import PER_QUESTION_FIELDS
 from graph.context import context_message, header_location
 from graph.draft import DraftStream, Event
@@ -500,6 +502,8 @@ def finalize(state: State, run: Run) -> dict[str, Any]:
         "abstained": bool(abstain),
         "outcome": outcome,
         "citations": citations,
+        "support": [] if abstain else support_for(answer, passages),
+        "reason": reason(verdict, passages) if outcome == "not_verified" else None,
         "references": references,
         "verdict": verdict,
         "error": state.get("error"),

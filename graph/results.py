@@ -45,6 +45,18 @@ class Citation(TypedDict):
     snippet: str  # the passage's first characters
 
 
+class Support(TypedDict):
+    """A statement of the answer with the sentences of its cited passage it rests on
+    (graph/checks/support.py)."""
+
+    statement: str  # the statement, without its markers
+    n: int  # the passage it cites, as the answer numbers it
+    source: str
+    page: int | None
+    line: int | None  # the quote's first line in its file, when known
+    quote: str  # the passage's own words
+
+
 class Dropped(TypedDict):
     """A candidate passage that did not reach the generator, and the step that cut it."""
 
@@ -187,6 +199,7 @@ __all__ = [
     "PassageRecord",
     "RetrievalReport",
     "SecondOpinion",
+    "Support",
     "ThresholdsUsed",
     "Verdict",
 ]

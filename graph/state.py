@@ -31,6 +31,7 @@ from graph.results import (
     Outcome,
     PassageRecord,
     RetrievalReport,
+    Support,
     Verdict,
 )
 
@@ -52,6 +53,9 @@ class OutputState(TypedDict, total=False):
     passages: list[PassageRecord]
     references: list[str]
     citations: list[Citation]
+    support: list[Support]  # each statement's quoted support (graph/checks/support.py)
+    # why a not_verified answer is not verified, in plain words (graph/checks/explain.py)
+    reason: str | None
     verdict: Verdict
     abstained: bool
     # verified: the checks passed; not_verified: shown with a warning; abstained: no

@@ -11,7 +11,8 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for
-from graph.checks.explain import not_verified, own_answer_said
+from graph.checks.explain import not_verified
+from graph.checks.support import where
 from graph.services import Services
 from graph.state import OutputState
 from rag_cli.ctrl_c import ctrl_c_cancels
@@ -46,6 +47,15 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
             "--thread",
             help="continue the conversation saved under this id (<data_dir>/threads.sqlite, or the "
             "database with store=postgres)",
+        )
+        shown = parser.add_mutually_exclusive_group()
+        shown.add_argument(
+            "--quiet", action="store_true", help="leave out the quoted lines under the answer"
+        )
+        shown.add_argument(
+            "--verbose",
+            action="store_true",
+            help="also show the checks' own readings (confidence, thresholds, each check)",
         )
     ask.add_argument("--json", action="store_true", help="print the answer object as JSON")
     ask.set_defaults(run=run_ask)
@@ -108,8 +118,10 @@ def answer(
     return {**out, "streamed": out["answer"] if live.finish(out["answer"] or "") else ""}
 
 
-def print_answer(out: dict[str, Any]) -> None:
-    """The answer (unless it was streamed as is), references and the verdict."""
+def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = False) -> None:
+    """The answer (unless it was streamed as is), references, the quoted lines each
+    statement rests on (not with ``quiet``) and the label, with its reason in plain words;
+    ``verbose`` adds the checks' own readings."""
     if " ".join(out.get("streamed", "").split()) != " ".join(out["answer"].split()):
         print()
         print(out["answer"])
@@ -117,6 +129,12 @@ def print_answer(out: dict[str, Any]) -> None:
         print("\nReferences:")
         for ref in out["references"]:
             print(f"  {ref}")
+    if out.get("support") and not quiet:
+        print("\nQuoted support:")
+        passages = out.get("passages") or []
+        for item in out["support"]:
+            passage = passages[item["n"] - 1] if item["n"] <= len(passages) else None
+            print(f'  [{item["n"]}] {where(item, passage)}: "{item["quote"]}"')
     verdict = out.get("verdict") or {}
     guard = out.get("guard") or {}
     if guard.get("verdict") not in (None, "allowed"):
@@ -128,17 +146,29 @@ def print_answer(out: dict[str, Any]) -> None:
     if out["abstained"]:
         print("\n(abstained)")
     elif verdict.get("grounded"):
-        agreed = f"; {own_reading}" if (own_reading := own_answer_said(verdict)) else ""
-        print(
-            f"\nVerified: the cited passages state this answer (verifier confidence "
-            f"{verdict['confidence']:.2f}, threshold {verdict['threshold']:g}{agreed})."
-        )
+        print("\nVerified: the quoted lines state this answer.")
     elif verdict:
-        print(f"\nNOT VERIFIED: {not_verified(verdict)}")
+        print(f"\nNOT VERIFIED: {not_verified(out)}")
+    if verbose and verdict:
+        print(f"\nchecks: {readings(verdict)}")
     if warning := (verdict.get("thresholds") or {}).get("warning"):
         print(f"warning: {warning}")
     if out.get("trace_id"):
         print(f"trace: {out['trace_id']}")
+
+
+def readings(verdict: dict[str, Any]) -> str:
+    """The checks' own readings, for ``--verbose``: each check that ran, and the
+    verifier's confidence against its threshold."""
+    ran = ", ".join(
+        f"{c['check']} {'passed' if c['passed'] else 'failed'}" for c in verdict.get("checks") or []
+    )
+    confidence = verdict.get("confidence")
+    level = f"confidence {confidence} against threshold {verdict.get('threshold')}"
+    if own := verdict.get("own_answer"):
+        agrees = "agrees" if own["agrees"] else "does not agree"
+        level += f"; the verifier's own answer {own['answer']!r} {agrees} (sure {own['sure']})"
+    return f"{ran or 'none ran'}; {level}"
 
 
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:
@@ -162,7 +192,7 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     else:
-        print_answer(out)
+        print_answer(out, quiet=args.quiet, verbose=args.verbose)
     return 1 if out.get("error") and out["abstained"] else 0
 
 
@@ -211,7 +241,11 @@ def _chat(args: argparse.Namespace, settings: Settings, threads: Threads) -> int
         recorder = PromptRecorder()
         config["callbacks"] = [*(config.get("callbacks") or []), recorder]
         try:
-            print_answer(answer(app, inputs, config, show=True, services=services_of(args)))
+            print_answer(
+                answer(app, inputs, config, show=True, services=services_of(args)),
+                quiet=args.quiet,
+                verbose=args.verbose,
+            )
             history = []  # from now on the thread's own state holds the conversation
         except ValueError as exc:
             print(f"error: {exc}")

@@ -78,7 +78,7 @@ class LiveAnswer:
             line += f" ({info.get('kept', 0)} passages of {info.get('candidates', 0)} candidates)"
         elif node == "verify":
             verdict = update.get("verdict") or {}
-            line += f" (verified={verdict.get('grounded')}, confidence={verdict.get('confidence')})"
+            line += " (verified)" if verdict.get("grounded") else " (not verified)"
         lines = [line]
         if node == GENERATOR_NODE and not update.get("abstain_reason"):
             lines.append("  verify: checking the answer against its passages...")

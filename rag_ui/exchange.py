@@ -75,10 +75,8 @@ def passage_view(n: int, passage: dict[str, Any]) -> dict[str, Any]:
 
 
 def _reason(state: dict[str, Any]) -> str:
-    verdict = state.get("verdict") or {}
-    if state.get("abstained") or not verdict or verdict.get("grounded"):
-        return ""
-    return not_verified(verdict)
+    """The sentence `rag ask` prints after NOT VERIFIED (graph/checks/explain.py)."""
+    return not_verified(state) if state.get("outcome") == "not_verified" else ""
 
 
 def build_exchange(
@@ -104,8 +102,9 @@ def build_exchange(
         "error": state.get("error"),
         "guard": state.get("guard"),
         "verdict": state.get("verdict") or {},
-        # the same sentence `rag ask` prints after NOT VERIFIED (graph/explain.py)
+        # the same sentence `rag ask` prints after NOT VERIFIED (graph/checks/explain.py)
         "reason": _reason(state),
+        "support": state.get("support") or [],
         "citations": state.get("citations") or [],
         "references": state.get("references") or [],
         "passages": [passage_view(n, p) for n, p in enumerate(state.get("passages") or [], 1)],

@@ -421,3 +421,57 @@ def blank_out(text: str, literal: str, blank: str = "___") -> str:
     if span.search(text):
         return span.sub(blank, text, count=1)
     return text.replace(literal, blank, 1)
+
+
+# a line that is a unit of its own: a list item, a table row, a heading, a quote
+_LINE_UNIT = re.compile(r"^\s*(?:[-*+] |\d+[.)] |\||#{1,6} |>)")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The units of one passage as character spans, in order: each sentence of prose,
+    each list item, table row, heading or quote line, and each fenced code block whole.
+    What evidence selection picks from and what an answer's support quotes."""
+    spans: list[tuple[int, int]] = []
+    lines = text.splitlines(keepends=True)
+    offset, block_start, fence = 0, None, False
+
+    def prose(start: int, end: int) -> None:
+        last = start
+        for match in PASSAGE_SENTENCE_END.finditer(text, start, end):
+            spans.append((last, match.start()))
+            last = match.end()
+        spans.append((last, end))
+
+    for line in lines:
+        stripped = line.strip()
+        if fence or FENCE_OPENING.match(line):  # a code block is one unit, fences included
+            if not fence:
+                if block_start is not None:
+                    prose(block_start, offset)
+                block_start, fence = offset, True
+            elif FENCE_OPENING.match(line):
+                spans.append((block_start, offset + len(line.rstrip("\n"))))
+                block_start, fence = None, False
+        elif not stripped or _LINE_UNIT.match(line):
+            if block_start is not None:
+                prose(block_start, offset)
+                block_start = None
+            if stripped:
+                spans.append((offset, offset + len(line.rstrip("\n"))))
+        elif block_start is None:
+            block_start = offset
+        offset += len(line)
+    if block_start is not None:
+        if fence:
+            spans.append((block_start, len(text)))
+        else:
+            prose(block_start, len(text))
+    trimmed = []
+    for start, end in spans:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            trimmed.append((start, end))
+    return trimmed

@@ -1,85 +1,147 @@
-"""Why an answer is not verified, in the one sentence every surface shows.
+"""Why an answer is not verified, in one sentence a user can act on.
 
-Why one module: the CLI and the chat page once each composed their own explanation
-from the verdict's fields, differently; now both show ``unverified_reason``'s sentence
-(the chat page gets it from its server, rag_ui/exchange.py). The sentence still names
-the checks' own readings (confidences, thresholds): saying it in plain words is the
-next step (issue 60), and it happens here, once.
+One function writes it (``reason``), from the answer object's verdict and passages:
+``finalize`` puts it in the answer object, and the CLI, the chat page and the server's
+output all show that sentence. It names the statement and the source (file and line,
+or page) and what the source says instead; never a check's number, a reading, a
+confidence or a threshold: those are in ``verdict`` (``rag ask --json`` or
+``--verbose``).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
-CHECK_THE_REFERENCES = "Check the references before relying on it."
+from graph import prompts
+from graph.checks.citations import FOLLOWS, NO_CITATION, NOT_QUOTED
+from graph.checks.support import where
+from graph.results import PassageRecord, Support
+from tools.text import cited_clauses, found_phrase, strip_markers
+
+CHECK_THE_QUOTES = "Read the quoted lines before relying on it."
+# a statement quoted in a reason is cut to this many characters
+STATEMENT_CHARS = 90
 
 
-def not_verified(verdict: dict[str, Any]) -> str:
-    """What a user reads after the NOT VERIFIED label, on every surface."""
-    return f"{unverified_reason(verdict)} {CHECK_THE_REFERENCES}"
+def _short(statement: str) -> str:
+    text = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(strip_markers(statement, set()).split()))
+    return f'"{text}"' if len(text) <= STATEMENT_CHARS else f'"{text[: STATEMENT_CHARS - 1]}…"'
 
 
-def unverified_reason(verdict: dict[str, Any]) -> str:
-    """What could not be checked, in a sentence."""
+def _source(n: int, passages: Sequence[PassageRecord], literal: str = "") -> str:
+    """``[n] (file, line L)``: the line where ``literal`` is, when the passage's text is
+    its file's lines; else the passage's own range."""
+    if not 1 <= n <= len(passages):
+        return f"[{n}]"
+    passage = passages[n - 1]
+    line = None
+    start, end = passage.get("start_line"), passage.get("end_line")
+    text = passage["text"]
+    at = text.casefold().find(literal.casefold()) if literal else -1
+    if at >= 0 and start is not None and end is not None and text.count("\n") == end - start:
+        line = start + text.count("\n", 0, at)
+    spot = Support(
+        statement="", n=n, source=passage["source"], page=passage.get("page"), line=line, quote=""
+    )
+    return f"[{n}] ({where(spot, passage)})"
+
+
+def _cited(statement: str) -> list[int]:
+    return [n for _, numbers in cited_clauses(statement) for n in numbers]
+
+
+def _holding(literal: str, passages: Sequence[PassageRecord], first: Sequence[int]) -> int | None:
+    """The passage (of ``first``, then any) whose text holds ``literal``."""
+    order = [*first, *(n for n in range(1, len(passages) + 1) if n not in first)]
+    for n in order:
+        if 1 <= n <= len(passages) and found_phrase(literal, passages[n - 1]["text"]):
+            return n
+    return None
+
+
+def _unsupported(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
+    statement, gaps = next(iter((verdict.get("missing") or {}).items()))
+    said = _short(statement)
+    cited = [n for n in _cited(statement) if 1 <= n <= len(passages)]
+    if NO_CITATION in gaps and not cited:
+        return f"{said} cites no source, and none of the sources was found to say it."
+    if any(g.startswith(FOLLOWS) for g in gaps):
+        return f"{said} follows an instruction written inside a source, not its content."
+    source = _source(cited[0], passages) if cited else "its source"
+    if NOT_QUOTED in gaps:
+        return f"{said} is not worded as {source} words it."
+    literals = [g for g in gaps if g not in (NO_CITATION, NOT_QUOTED)]
+    names = ", ".join(literals[:4])
+    return f"{source} does not say {names}, which the answer states: {said}"
+
+
+def _overruled(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
+    choice = verdict["literal_choice"]
+    literal, picked, rival = choice["literal"], choice["picked"], choice["rival"]
+    cited = sorted(verdict.get("cited") or [])
+    other = picked if picked != literal else rival
+    n = _holding(other, passages, cited)
+    source = _source(n, passages, other) if n else "the sources"
+    if picked != literal:
+        return (
+            f"{source} names {other} where the answer says {literal}, and the check read "
+            f"{other} as what the question asks for."
+        )
+    return (
+        f"{source} names both {literal} and {other}, and the check could not tell which "
+        f"the question asks for."
+    )
+
+
+def _sources(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
+    cited = [n for n in sorted(verdict.get("cited") or []) if 1 <= n <= len(passages)]
+    return " and ".join(_source(n, passages) for n in cited[:2]) or "the sources"
+
+
+def reason(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
+    """Why ``verdict`` is not verified, naming the statement and the source."""
     if verdict.get("error"):
-        return f"the check could not run ({verdict['error']})."
-    missing = verdict.get("missing") or {}
-    if missing:
-        shown = "; ".join(f"{s!r}: {', '.join(m)}" for s, m in missing.items())
-        return f"not found in the passages each statement cites: {shown}."
+        message = re.sub(r"^verifier failed: ", "", str(verdict["error"]))
+        return f"The answer could not be checked: the checking model failed ({message})."
+    if verdict.get("missing"):
+        return _unsupported(verdict, passages)
     opinion = verdict.get("second_opinion")
     if opinion and "error" in opinion:
-        return f"the second opinion could not run ({opinion['error']})."
+        return f"The answer could not be checked a second time ({opinion['error']})."
     if opinion:
-        return (
-            f"asked again with the passages in reverse order, the model answered "
-            f"{opinion['answer']!r}, which does not agree with this answer (word overlap "
-            f"{opinion['agreement']:.2f}, below {opinion['needed']})."
-        )
+        again = strip_markers(opinion.get("answer", ""), set()).strip()
+        if prompts.NOT_FOUND in again:
+            return "Asked again with the sources in another order, the model found no answer."
+        return f'Asked again with the sources in another order, the model answered "{again}".'
     choice = verdict.get("literal_choice")
     if choice and choice["overruled"]:
-        picked = (
-            f"the verifier picked {choice['picked']}"
-            if choice["picked"] != choice["literal"]
-            else f"the verifier could not tell it from {choice['rival']}"
-        )
+        return _overruled(verdict, passages)
+    sources = _sources(verdict, passages)
+    own = verdict.get("own_answer")
+    if own and not own.get("found", True):
         return (
-            f"asked which of {', '.join(choice['options'])} belongs where the answer says "
-            f"{choice['literal']}, {picked} (confidence {verdict.get('confidence')}, below "
-            f"{verdict.get('threshold')})."
+            f"The checking model could not confirm that {sources} answers the question, "
+            f"and asked the question itself, it found no answer in the sources."
         )
-    confidence = verdict.get("confidence")
-    own_reading = own_answer_said(verdict) or copied_said(verdict)
-    heard = f" {own_reading[:1].upper()}{own_reading[1:]}." if own_reading else ""
-    return (
-        f"the verifier is not sure the cited passages state this answer to this question "
-        f"(confidence {confidence if confidence is not None else 'n/a'}, below "
-        f"{verdict.get('threshold')}).{heard}"
-    )
+    if own and not own["agrees"]:
+        said = strip_markers(own["answer"], set()).strip()
+        return (
+            f"The checking model could not confirm that {sources} states this answer; "
+            f'asked the question itself, it answered "{said}".'
+        )
+    if own:
+        return f"The checking model gave the same answer from {sources}, but was not sure of it."
+    if verdict.get("copied"):
+        return (
+            f"The answer copies words of {sources}, but the checking model could not "
+            f"confirm they answer the question."
+        )
+    return f"The checking model could not confirm that {sources} states this answer."
 
 
-def own_answer_said(verdict: dict[str, Any]) -> str:
-    """What the verifier's own answer to the question (check 5) said, for the user:
-    never the internal NOT_IN_DOCUMENTS marker."""
-    if not (own := verdict.get("own_answer")):
-        return ""
-    if not own.get("found", True):
-        return "asked the question itself, the verifier found no answer in the passages"
-    said = f"asked the question itself, the verifier answered {own['answer']!r}"
-    if not own["agrees"]:
-        return said
-    if own.get("sure_enough", True):
-        return f"{said} too"
-    sure = f"{own['sure']:.2f}" if own.get("sure") is not None else "unknown"
-    return f"{said} too, but was not sure of it (first word {sure})"
-
-
-def copied_said(verdict: dict[str, Any]) -> str:
-    """Why a third-look answer needs more than others: it is the words the generator
-    copied once two readings had found no answer, so no second reading can agree."""
-    if not verdict.get("copied"):
-        return ""
-    return (
-        "this answer is the passage's words the model copied after two readings found "
-        "none, so the verifier's yes alone must reach the threshold"
-    )
+def not_verified(out: dict[str, Any]) -> str:
+    """What a user reads after the NOT VERIFIED label, on every surface: the answer
+    object's ``reason`` and what to do."""
+    return f"{out.get('reason') or ''} {CHECK_THE_QUOTES}".strip()

@@ -201,8 +201,9 @@ function newTurn(question) {
 // --- an answered exchange ---------------------------------------------------------------
 function showExchange(box, answer, ex) {
   answer.replaceChildren();
-  renderAnswer(answer, ex.answer, ex.passages, ex.verdict.unsupported || []);
+  renderAnswer(answer, ex.answer, ex.passages, ex.verdict.unsupported || [], ex.support || []);
   box.append(verdictLine(ex));
+  if ((ex.support || []).length) box.append(supportList(ex));
   if (ex.references.length) {
     box.append(el("div", { class: "muted" }, ex.references.join("  ·  ")));
   }
@@ -217,7 +218,23 @@ function showExchange(box, answer, ex) {
   );
 }
 
-function renderAnswer(container, text, passages, unsupported) {
+// The quoted lines each statement rests on (graph/checks/support.py), under the answer.
+function supportList(ex) {
+  const list = el("ul", { class: "support", "data-testid": "support" });
+  for (const item of ex.support) {
+    const passage = ex.passages[item.n - 1];
+    const where = [item.source, item.page ? `page ${item.page}` : "",
+      item.line !== null && item.line !== undefined ? `line ${item.line}` : ""]
+      .filter(Boolean).join(", ");
+    const row = el("li", {});
+    if (passage) row.append(passageLink(passage, ex.support));
+    row.append(` ${where}: `, el("q", {}, item.quote));
+    list.append(row);
+  }
+  return list;
+}
+
+function renderAnswer(container, text, passages, unsupported, support) {
   const ranges = [];
   for (const statement of unsupported) {
     const at = text.indexOf(statement);
@@ -229,14 +246,14 @@ function renderAnswer(container, text, passages, unsupported) {
     if (start < pos) continue;
     appendCited(container, text.slice(pos, start), passages);
     const mark = el("mark", { class: "unsupported", title: "not supported by the passages" });
-    appendCited(mark, text.slice(start, end), passages);
+    appendCited(mark, text.slice(start, end), passages, support);
     container.append(mark);
     pos = end;
   }
-  appendCited(container, text.slice(pos), passages);
+  appendCited(container, text.slice(pos), passages, support);
 }
 
-function appendCited(host, text, passages) {
+function appendCited(host, text, passages, support) {
   text.split(/\[(\d{1,3})\]/).forEach((part, i) => {
     if (i % 2 === 0) {
       if (part) host.append(part);
@@ -247,25 +264,50 @@ function appendCited(host, text, passages) {
       host.append(`[${part}]`);
       return;
     }
-    host.append(passageLink(passage));
+    host.append(passageLink(passage, support));
   });
 }
 
-function passageLink(passage) {
+function passageLink(passage, support) {
   const link = el("a", { href: "#", class: "cite", "data-n": passage.n, title: passage.location },
     `[${passage.n}]`);
   link.addEventListener("click", (e) => {
     e.preventDefault();
-    showPassage(passage);
+    showPassage(passage, support || []);
   });
   return link;
 }
 
-function showPassage(p) {
+// A quote as a pattern over the passage's text: its words in order, any spacing between
+// them (the quote's spacing was normalised, and a long one ends in an ellipsis).
+function quotePattern(quote) {
+  const words = quote.replace(/\u2026$/, "").split(/\s+/).filter(Boolean);
+  if (!words.length) return null;
+  return new RegExp(words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("\\s+"));
+}
+
+function showPassage(p, support) {
   $("viewer-title").textContent = `[${p.n}] ${p.location}`;
   $("viewer-meta").textContent =
     `${p.heading ? `${p.heading} · ` : ""}score ${fmt(p.score)} · distance ${fmt(p.distance)}`;
-  $("viewer-text").textContent = p.text;
+  const viewer = $("viewer-text");
+  viewer.replaceChildren();
+  // the quoted support of this passage is highlighted: what the answer rests on
+  const spans = [];
+  for (const item of support || []) {
+    if (item.n !== p.n) continue;
+    const found = quotePattern(item.quote)?.exec(p.text);
+    if (found) spans.push([found.index, found.index + found[0].length]);
+  }
+  spans.sort((a, b) => a[0] - b[0]);
+  let pos = 0;
+  for (const [start, end] of spans) {
+    if (start < pos) continue;
+    viewer.append(p.text.slice(pos, start),
+      el("mark", { class: "support", "data-testid": "support-mark" }, p.text.slice(start, end)));
+    pos = end;
+  }
+  viewer.append(p.text.slice(pos));
   $("viewer").hidden = false;
 }
 
@@ -273,11 +315,13 @@ function verdictLine(ex) {
   const v = ex.verdict || {};
   const line = el("div", { class: "verdict", "data-testid": "verdict" });
   if (ex.abstained) line.append(el("span", { class: "badge neutral" }, "abstained"));
+  // the checks' readings (confidence, threshold) are in the badge's tooltip only
+  const readings = `confidence ${fmt(v.confidence)}, threshold ${fmt(v.threshold)}`;
   if (v.grounded === true) {
-    line.append(el("span", { class: "badge ok" }, "verified"), `confidence ${fmt(v.confidence)}`);
+    line.append(el("span", { class: "badge ok", title: readings }, "verified"),
+      " the quoted lines state this answer");
   } else if (v.confidence !== undefined) {
-    line.append(el("span", { class: "badge bad" }, "not verified"),
-      `confidence ${fmt(v.confidence)}`);
+    line.append(el("span", { class: "badge bad", title: readings }, "not verified"));
     // the sentence `rag ask` prints after NOT VERIFIED, written once by the server
     if (ex.reason) line.append(el("div", { "data-testid": "reason" }, ex.reason));
     if ((v.unsupported || []).length) {

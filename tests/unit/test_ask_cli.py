@@ -7,7 +7,7 @@ import json
 import pytest
 
 from graph import prompts
-from graph.checks.explain import unverified_reason
+from graph.checks.explain import reason
 from graph.services import Services
 from rag_cli.main import main
 
@@ -100,7 +100,7 @@ def test_ask_streams_the_answer_once_then_references_and_verdict(corpus_env, mod
     captured = capsys.readouterr()
     assert captured.out.count("Run make demo to install the service [1].") == 1  # not twice
     assert captured.out.index("Run make demo") < captured.out.index("References:")
-    assert "Verified: the cited passages state this answer" in captured.out
+    assert "Verified: the quoted lines state this answer." in captured.out
     assert "verify: checking the answer" in captured.err
 
 
@@ -111,7 +111,7 @@ def test_a_regenerated_answer_prints_once_and_its_rejected_draft_never_in_a_pipe
     assert main(["ask", "How do I install the service?"], services=models.services) == 0
     captured = capsys.readouterr()
     assert "Install with `pip`" not in captured.out
-    assert captured.out.count("Run make demo to install") == 1
+    assert captured.out.count("Run make demo to install the service [1].") == 1
     assert "Verified" in captured.out
     assert "generate_answer (attempt 2)" in captured.err  # its own time, not the sum
 
@@ -135,7 +135,20 @@ def test_not_verified_says_why(corpus_env, models, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "NOT VERIFIED: the verifier is not sure" in out and "confidence 0.1" in out
+    assert "NOT VERIFIED: The checking model could not confirm that [1] (docs/install.md" in out
+    assert "confidence" not in out and "threshold" not in out  # no internal readings
+    assert "Quoted support:" in out and "[1] docs/install.md" in out
+
+
+def test_verbose_shows_the_readings_and_quiet_hides_the_quotes(corpus_env, models, capsys):
+    models.confidence = 0.1
+    base = ["ask", "How do I install the service?", "--set", "max_regenerations=0"]
+    assert main([*base, "--verbose"], services=models.services) == 0
+    out = capsys.readouterr().out
+    assert "checks: literals passed, planted passed, verifier_yes failed" in out
+    assert "confidence 0.1 against threshold" in out
+    assert main([*base, "--quiet"], services=models.services) == 0
+    assert "Quoted support:" not in capsys.readouterr().out
 
 
 def test_not_verified_by_the_second_opinion_says_what_it_answered(corpus_env, models, capsys):
@@ -143,8 +156,8 @@ def test_not_verified_by_the_second_opinion_says_what_it_answered(corpus_env, mo
     short = ["--set", "answer_style=short", "--set", "max_regenerations=0"]
     assert main(["ask", "How do I install the service?", *short], services=models.services) == 0
     out = capsys.readouterr().out
-    assert "NOT VERIFIED: asked again with the passages in reverse order" in out
-    assert "'4 minutes [1]'" in out and "below 0.5" in out
+    said = 'Asked again with the sources in another order, the model answered "4 minutes".'
+    assert f"NOT VERIFIED: {said}" in out
 
 
 def test_ctrl_c_in_chat_cancels_the_answer_and_keeps_the_chat(
@@ -193,40 +206,60 @@ def test_chat_thread_is_saved_and_resumed(corpus_env, models, capsys, monkeypatc
     assert "not saved under --thread" in out
 
 
-def test_not_verified_by_the_reading_question_says_what_the_verifier_picked():
+PASSAGES = [
+    {
+        "text": "Start the server with `rag serve`.\nOpen the chat page with `rag ui`.",
+        "source": "docs/server.md",
+        "start_line": 10,
+        "end_line": 11,
+        "page": None,
+    }
+]
+
+
+def test_the_reading_question_is_told_with_the_source_and_its_line():
     choice = {
         "literal": "rag ui",
         "options": ["rag serve", "rag ui"],
         "picked": "rag serve",
+        "rival": "rag serve",
         "overruled": True,
     }
-    verdict = {"confidence": 0.2, "threshold": 0.64, "literal_choice": choice}
-    reason = unverified_reason(verdict)
-    assert reason.startswith("asked which of rag serve, rag ui belongs where the answer says")
-    assert "the verifier picked rag serve (confidence 0.2, below 0.64)" in reason
-    kept = {**choice, "overruled": False}  # the literal won: the claim's confidence decides
-    assert "not sure" in unverified_reason({**verdict, "literal_choice": kept})
-    tie = {**choice, "picked": "rag ui", "rival": "rag serve"}  # won, but not by the margin
-    assert "could not tell it from rag serve (confidence 0.2" in unverified_reason(
-        {**verdict, "literal_choice": tie}
-    )
+    verdict = {"confidence": 0.2, "threshold": 0.64, "literal_choice": choice, "cited": [1]}
+    said = reason(verdict, PASSAGES)
+    assert said.startswith("[1] (docs/server.md, line 10) names rag serve where the answer")
+    assert "0.2" not in said and "0.64" not in said
+    tie = {**choice, "picked": "rag ui"}  # won, but not by the margin
+    assert "names both rag ui and rag serve" in reason({**verdict, "literal_choice": tie}, PASSAGES)
 
 
 def test_the_verifiers_own_reading_is_told_without_the_internal_marker():
     from graph.prompts import NOT_FOUND
 
     unfound = {"answer": NOT_FOUND, "agrees": False, "found": False}
-    reason = unverified_reason({"confidence": 0.63, "threshold": 0.66, "own_answer": unfound})
-    assert NOT_FOUND not in reason
-    assert reason.endswith("the verifier found no answer in the passages.")
-    other = {"answer": "20", "agrees": False, "found": True}
-    assert "the verifier answered '20'." in unverified_reason({"own_answer": other})
-    unsure = {"answer": "20", "agrees": True, "found": True, "sure": 0.42, "sure_enough": False}
-    assert unverified_reason({"own_answer": unsure}).endswith(
-        "answered '20' too, but was not sure of it (first word 0.42)."
+    said = reason(
+        {"confidence": 0.63, "threshold": 0.66, "own_answer": unfound, "cited": [1]}, PASSAGES
     )
-    copied = unverified_reason({"confidence": 0.62, "threshold": 0.72, "copied": True})
-    assert "(confidence 0.62, below 0.72). This answer is the passage's words" in copied
+    assert NOT_FOUND not in said and "0.63" not in said
+    assert said.endswith("it found no answer in the sources.")
+    other = {"answer": "20", "agrees": False, "found": True}
+    assert 'it answered "20".' in reason({"own_answer": other}, PASSAGES)
+    unsure = {"answer": "20", "agrees": True, "found": True, "sure": 0.42, "sure_enough": False}
+    assert reason({"own_answer": unsure}, PASSAGES).endswith("but was not sure of it.")
+    copied = reason({"confidence": 0.62, "threshold": 0.72, "copied": True, "cited": [1]}, PASSAGES)
+    assert copied.startswith("The answer copies words of [1] (docs/server.md, lines 10-11)")
+
+
+def test_a_missing_literal_is_told_with_the_statement_and_its_source():
+    statement = "Open the chat page with `rag chat` [1]."
+    verdict = {"missing": {statement: ["rag chat"]}, "unsupported": [statement], "cited": [1]}
+    assert reason(verdict, PASSAGES) == (
+        "[1] (docs/server.md, lines 10-11) does not say rag chat, which the answer states: "
+        '"Open the chat page with `rag chat`."'
+    )
+    uncited = "It also runs on Windows."
+    verdict = {"missing": {uncited: ["cites no passage"]}, "unsupported": [uncited]}
+    assert reason(verdict, PASSAGES).startswith('"It also runs on Windows." cites no source')
 
 
 def test_chat_prompt_says_which_passage_number_the_answer_gave_each(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from langchain_core.embeddings import Embeddings
 
 from tools.retrieval.hybrid import Passage
-from tools.text import FENCE_OPENING, PASSAGE_SENTENCE_END, tokenize
+from tools.text import sentence_spans, tokenize
 
 # the weight of keyword overlap beside cosine similarity in a unit's score, chosen on the
 # dev questions (bench/bench_evidence.py: with 1.0 the evidence held a gold answer for
@@ -38,7 +38,6 @@ GAP = "\n[...]\n"  # between units of one passage that were not adjacent
 # or code; never after "e.g." or "i.e.".
 _HEADING = re.compile(r"#{1,6} ")
 # a list item, a table row, a heading or a quote: a unit of one line
-_LINE_UNIT = re.compile(r"^\s*(?:[-*+] |\d+[.)] |\||" + _HEADING.pattern + "|>)")
 _SEPARATOR_ROW = re.compile(r"^\|[\s:|-]+\|$")
 
 
@@ -69,54 +68,6 @@ class Unit:
         return ((self.heading,) if self.heading is not None else ()) + self.header
 
 
-def _spans(text: str) -> list[tuple[int, int]]:
-    """The units of one passage as character spans, in order."""
-    spans: list[tuple[int, int]] = []
-    lines = text.splitlines(keepends=True)
-    offset, block_start, fence = 0, None, False
-
-    def prose(start: int, end: int) -> None:
-        last = start
-        for match in PASSAGE_SENTENCE_END.finditer(text, start, end):
-            spans.append((last, match.start()))
-            last = match.end()
-        spans.append((last, end))
-
-    for line in lines:
-        stripped = line.strip()
-        if fence or FENCE_OPENING.match(line):  # a code block is one unit, fences included
-            if not fence:
-                if block_start is not None:
-                    prose(block_start, offset)
-                block_start, fence = offset, True
-            elif FENCE_OPENING.match(line):
-                spans.append((block_start, offset + len(line.rstrip("\n"))))
-                block_start, fence = None, False
-        elif not stripped or _LINE_UNIT.match(line):
-            if block_start is not None:
-                prose(block_start, offset)
-                block_start = None
-            if stripped:
-                spans.append((offset, offset + len(line.rstrip("\n"))))
-        elif block_start is None:
-            block_start = offset
-        offset += len(line)
-    if block_start is not None:
-        if fence:
-            spans.append((block_start, len(text)))
-        else:
-            prose(block_start, len(text))
-    trimmed = []
-    for start, end in spans:
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end > start:
-            trimmed.append((start, end))
-    return trimmed
-
-
 def units_of(passages: Sequence[Passage]) -> list[Unit]:
     """Every passage's units in order; a table row below a header and its separator row
     carries them, and every unit but a heading carries the heading above it."""
@@ -125,7 +76,7 @@ def units_of(passages: Sequence[Passage]) -> list[Unit]:
         text = passage.text
         run: list[int] = []  # the table rows met so far, one per line, in a row
         heading = None
-        for start, end in _spans(text):
+        for start, end in sentence_spans(text):
             row = text.startswith("|", start)
             if not (row and run and text.count("\n", units[run[-1]].end, start) == 1):
                 run = []
