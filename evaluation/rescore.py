@@ -1,9 +1,9 @@
 """Stored answer reports re-scored with the strict scorer (evaluation/scoring.py).
 
-``python -m evaluation.rescore lab/reports/*.json`` reads each ``rag eval answers``
-report of full answers and judges every answerable item's answer again with
-``answer_is_right``, as ``_score_item`` does today. It changes only what depends on
-that judgement and keeps what it replaces:
+``python -m evaluation.rescore [REPORT ...]`` (default: every file in lab/reports)
+reads each ``rag eval answers`` report of full answers and judges every answerable
+item's answer again with ``answer_is_right``, as ``_score_item`` does today. It changes
+only what depends on that judgement and keeps what it replaces:
 
 - an item whose ``scores.right`` changes keeps the value it had as
   ``scores.right_v1`` (the scorer of the run's own code: for the ``today`` reports,
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.answers import summarize
+from evaluation.lab import REPORTS, shown
 from evaluation.scoring import answer_is_right
 from tools.text import strip_markers
 
@@ -91,9 +92,11 @@ def _dumped(report: Any, like: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("reports", nargs="+", type=Path)
+    parser.add_argument(
+        "reports", nargs="*", type=Path, help=f"report files (default: {shown(REPORTS)}/*.json)"
+    )
     args = parser.parse_args(argv)
-    for path in args.reports:
+    for path in args.reports or sorted(REPORTS.glob("*.json")):
         text = path.read_text(encoding="utf-8")
         try:
             report = json.loads(text)

@@ -4,17 +4,15 @@ re-scoring of stored reports (evaluation/rescore.py)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from evaluation.answers import _score_item, summarize
+from evaluation.lab import REPORTS
 from evaluation.rescore import is_full_answers, rescore
 from evaluation.scoring import answer_is_right
 from evaluation.squad import QAItem, contains_answer, load_questions, newdocs_questions
 from tools.text import strip_markers
-
-REPORTS = Path(__file__).resolve().parents[2] / "lab" / "reports"
 
 
 def _item(name: str, item_id: str) -> QAItem:
