@@ -7,7 +7,7 @@ only what depends on that judgement and keeps what it replaces:
 
 - an item whose ``scores.right`` changes keeps the value it had as
   ``scores.right_v1`` (the scorer of the run's own code: for the ``today`` reports,
-  43f9818's, which was not ``states`` either);
+  43f9818's token F1 of at least 0.5);
 - the summary's measures that count right answers (``RIGHT_MEASURES``) are computed
   again with ``summarize`` from the items, and each that changes keeps its old value
   under ``rescored.summary_v1``;
