@@ -9,8 +9,9 @@ stricter than "contains" in two ways.
 1. **A gold matches whole.**
    - Its tokens occur in the answer whole and adjacent: ``TAG`` is not in
      ``CLIENT-TAG`` nor ``stdout`` in ``stdout.log`` (a name joined by ``-``, ``.``,
-     ``/`` or ``_`` is one token), ``-x`` is not ``-X``, and a backslash belongs to its
-     token: ``\\copy`` is not ``COPY``, ``123\\=123`` is not ``123=123``.
+     ``/`` or ``_`` is one token), ``-x`` is not ``-X``, and a backslash before a letter
+     or escaping a sign belongs to its token: ``\\copy`` is not ``COPY``, ``123\\=123``
+     is not ``123=123``.
    - A gold that is the first words of a longer gold of the same item, where the longer
      one goes on with options, names a command (``openssl pkey`` of ``openssl pkey -in
      oldkey.pem -out newkey.pem``). It stands for that command, so it counts only where
