@@ -24,7 +24,7 @@ SHOWN = {
     "citation_precision": "citations whose passage alone holds their clause's facts "
     "(a short answer: its words)",
     "verified_precision": "verified precision: right among verified (short answers: F1 >= "
-    "0.5; full answers: a gold answer stated)",
+    "0.5; full answers: a gold answer given, evaluation/scoring.py)",
     "coverage": "coverage: answerable questions answered verified and right",
     "verified_wrong": "verified but wrong (count)",
     "overruled": "sure by the verifier, not verified by the second opinion (count)",

@@ -24,6 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from evaluation.judge import JUDGE, judge_answer
 from evaluation.metrics import latency_summary
+from evaluation.scoring import answer_is_right
 from evaluation.squad import QAItem, contains_answer, exact_match, token_f1
 from evaluation.verifier import precision_floor
 from graph import build_graph
@@ -49,7 +50,8 @@ VERDICT_KEYS = tuple(k for k in Verdict.__annotations__ if k not in VERDICT_LEFT
 
 def _score_item(item: QAItem, out: dict[str, Any], style: str) -> dict[str, Any]:
     """``style`` short: SQuAD's scores, right at token F1 >= SAME_ANSWER_F1; full: right
-    when the answer states a gold answer (``contains_answer``)."""
+    when the answer gives a gold answer whole, and one the question already holds in a
+    new role (evaluation/scoring.py)."""
     answer = strip_markers(out["answer"], set()).strip()
     abstained = bool(out["abstained"])
     scores: dict[str, Any] = {}
@@ -72,7 +74,7 @@ def _score_item(item: QAItem, out: dict[str, Any], style: str) -> dict[str, Any]
             scores["right"] = bool(item.answerable) and (
                 scores["f1"] >= SAME_ANSWER_F1
                 if style == "short"
-                else contains_answer(answer, item.answers)
+                else answer_is_right(item.question, answer, item.answers)
             )
     return scores
 
@@ -80,7 +82,9 @@ def _score_item(item: QAItem, out: dict[str, Any], style: str) -> dict[str, Any]
 def answer_found(item: QAItem, out: dict[str, Any]) -> str:
     """Where a gold answer was, for diagnosing an answer that missed it: ``read`` (in what
     the generator read), ``cut`` (in a candidate cut before it: by rank, distance or the
-    evidence step; judged on the cut's 200-character snippet), or ``not_retrieved``."""
+    evidence step; judged on the cut's 200-character snippet), or ``not_retrieved``.
+    A locator, not a judge: a passage does not restate the question, so it is read with
+    ``contains_answer`` rather than the answer's strict rule."""
     read = " ".join(p["text"] for p in out.get("passages") or [])
     if contains_answer(read, item.answers):
         return "read"
