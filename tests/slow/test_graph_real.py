@@ -52,7 +52,11 @@ def test_the_demo_question_is_answered_right_and_never_verified_wrong(data_dir):
     assert out["outcome"] in ("verified", "not_verified"), out["answer"]
     assert re.search(r"RAG_GENERATOR_MODEL=openai:[\w.<>-]+@", out["answer"]), out["answer"]
     assert out["citations"], out
-    if out["outcome"] == "not_verified":  # the reason is given
+    # the quoted support: a line of models.md that holds the setting the answer names
+    quotes = [s for s in out["support"] if "RAG_GENERATOR_MODEL" in s["quote"]]
+    assert quotes and quotes[0]["source"].endswith("models.md"), out["support"]
+    if out["outcome"] == "not_verified":  # the reason is given, in plain words
+        assert out["reason"] and not re.search(r"confidence|threshold|check \d", out["reason"])
         verdict = out["verdict"]
         assert verdict["confidence"] is not None, verdict
         assert verdict["confidence"] < verdict["threshold"] or (

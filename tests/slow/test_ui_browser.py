@@ -91,36 +91,89 @@ def ask_until_cited(page) -> tuple[str, object]:
 
 def test_the_verdict_line_says_why_an_answer_is_not_verified(ui, browser):
     """The page shows the very sentence `rag ask` prints after NOT VERIFIED (one
-    function writes it, graph/explain.py): for a literal the verifier overruled, a
-    second opinion that disagreed, and a tie."""
+    function writes it, graph/checks/explain.py), and no internal reading: for a literal
+    the verifier overruled, a second opinion that disagreed, and a tie."""
+    from graph.checks.explain import reason
     from rag_ui.exchange import _reason
 
     page = browser.new_page()
     page.goto(f"{ui['url']}/?token={ui['token']}")
+    passages = [
+        {
+            "text": "Start the server with `rag serve`.\nOpen the chat page with `rag ui`.",
+            "source": "docs_corpus/server.md",
+            "start_line": 4,
+            "end_line": 5,
+            "page": None,
+        }
+    ]
     choice = {
         "literal": "rag ui",
         "options": ["rag serve", "rag ui"],
         "picked": "rag serve",
+        "rival": "rag serve",
         "overruled": True,
     }
     second = {"answer": "4 minutes [2]", "agreement": 0.0, "needed": 0.5}
-    base = {"grounded": False, "confidence": 0.2, "threshold": 0.62}
+    base = {"grounded": False, "confidence": 0.2, "threshold": 0.62, "cited": [1]}
     line = "ex => verdictLine(ex).textContent"
-    tie = {**choice, "picked": "rag ui", "rival": "rag serve"}  # won, but not by the margin
+    tie = {**choice, "picked": "rag ui"}  # won, but not by the margin
     for verdict in (
         {**base, "literal_choice": choice},
         {**base, "second_opinion": second},
         {**base, "literal_choice": tie},
     ):
-        reason = _reason({"verdict": verdict})
-        assert reason.endswith("Check the references before relying on it.")
-        printed = f"NOT VERIFIED: {reason}"  # what print_answer writes (test_ask_cli)
-        text = page.evaluate(line, {"verdict": verdict, "reason": reason})
-        assert text == f"not verifiedconfidence 0.200{reason}", text
-        assert printed.endswith(text.removeprefix("not verifiedconfidence 0.200"))
+        state = {"verdict": verdict, "outcome": "not_verified"}
+        state["reason"] = reason(verdict, passages)
+        said = _reason(state)
+        assert said.endswith("Read the quoted lines before relying on it.")
+        assert "0.2" not in said and "0.62" not in said and "confidence" not in said
+        text = page.evaluate(line, {"verdict": verdict, "reason": said})
+        assert text == f"not verified{said}", text
     assert page.evaluate(line, {"verdict": {"grounded": True, "confidence": 0.7}}) == (
-        "verifiedconfidence 0.700"
+        "verified the quoted lines state this answer"
     )
+
+
+def test_an_opened_citation_highlights_its_quoted_support(ui, browser):
+    """The quotes under an answer are highlighted in the passage a citation opens, even
+    when the quote's spacing differs from the passage's (the quote is normalised)."""
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    page.goto(f"{ui['url']}/?token={ui['token']}")
+    passage = {
+        "n": 1,
+        "location": "docs_corpus/models.md, lines 30-33",
+        "heading": "Models",
+        "score": 0.9,
+        "distance": 0.3,
+        "text": "Every role runs locally by default.\nTo use a server, set\n"
+        "RAG_GENERATOR_MODEL=openai:gpt-4o-mini@http://127.0.0.1:8000/v1.\nThat is all.",
+    }
+    support = [
+        {
+            "statement": "Set RAG_GENERATOR_MODEL.",
+            "n": 1,
+            "source": "docs_corpus/models.md",
+            "page": None,
+            "line": 31,
+            "quote": "To use a server, set RAG_GENERATOR_MODEL=openai:gpt-4o-mini@http://127.0.0.1:8000/v1.",
+        }
+    ]
+    marked = page.evaluate(
+        "([p, s]) => { showPassage(p, s); return [...document.querySelectorAll("
+        "'#viewer-text mark.support')].map(m => m.textContent); }",
+        [passage, support],
+    )
+    assert marked == [
+        "To use a server, set\nRAG_GENERATOR_MODEL=openai:gpt-4o-mini@http://127.0.0.1:8000/v1."
+    ]
+    listed = page.evaluate(
+        "ex => supportList(ex).textContent", {"support": support, "passages": [passage]}
+    )
+    assert "docs_corpus/models.md, line 31:" in listed
+    shot = artifacts() / "ui-quoted-support.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 5_000
 
 
 def test_the_prompt_panel_says_how_the_answer_renumbered_its_passages(ui, browser):
