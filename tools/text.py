@@ -133,6 +133,9 @@ def renumber(text: str, new_of: dict[int, int]) -> str:
     return MARKER.sub(lambda m: f"[{new_of.get(int(m.group(1)), int(m.group(1)))}]", text)
 
 
+_ENUMERATOR = re.compile(r"\d{1,3}[.)]")
+
+
 def statements(answer: str) -> list[str]:
     """Split an answer into sentence-level statements, keeping each one's markers.
 
@@ -146,8 +149,15 @@ def statements(answer: str) -> list[str]:
         parts.append(answer[last : match.end()].strip())
         last = match.end()
     parts.append(answer[last:].strip())
+    # a list item's number ("1. Run `make demo`.") opens its statement: it is not one
+    merged: list[str] = []
+    for part in parts:
+        if merged and _ENUMERATOR.fullmatch(merged[-1]):
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
     # a part must say something: "[1]\n[2]" or " - ." is markup, not a statement
-    return [p for p in parts if re.search(r"\w", MARKER.sub("", p))]
+    return [p for p in merged if re.search(r"\w", MARKER.sub("", p))]
 
 
 def _blocks(text: str) -> tuple[list[str], list[str]]:
@@ -316,6 +326,9 @@ def claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[in
     return out
 
 
+_LIST_MARK = re.compile(r"^[ \t]*(?:\d{1,3}[.)]|[-*+])[ \t]+", re.MULTILINE)
+
+
 def missing_facts(statement: str, context: str) -> list[str]:
     """Numbers, names and code tokens in ``statement`` that occur in ``context`` nowhere.
 
@@ -326,6 +339,8 @@ def missing_facts(statement: str, context: str) -> list[str]:
     phrase it is. Each is looked for in the context as a whole token (see ``_START``),
     ignoring case and thousands separators; line breaks and spacing never matter.
     """
+    # a list item's number or bullet is layout, not a fact: "1. Navigate to ..."
+    statement = _LIST_MARK.sub("", statement)
     prose, fenced = _blocks(_THOUSANDS.sub("", MARKER.sub("", statement)))
     haystack = _THOUSANDS.sub("", context)
     candidates: list[str] = []

@@ -497,3 +497,16 @@ def test_a_name_is_found_where_the_passage_qualifies_it_with_its_module():
     assert missing_facts("Catch Cycle [1].", graphlib) == ["Cycle"]
     assert missing_facts("Catch CycleErrors [1].", graphlib) == ["CycleErrors"]
     assert missing_facts("The ratio is 45 [1].", "The ratio is 4.45.") == ["45"]
+
+
+def test_a_numbered_list_is_checked_by_its_items_not_their_numbers():
+    """ "1. Navigate to ..." is one statement, and its number and the word after it are
+    layout: a right list answer was refused for the literal "1" (slow install test)."""
+    from tools.text import statements
+
+    answer = "Follow these steps: [1]\n\n1. Navigate to the root. [1]\n2. Run `make demo`. [1]"
+    items = "1. Navigate to the root. [1]\n2. Run `make demo`. [1]"
+    assert statements(items) == ["1. Navigate to the root. [1]", "2. Run `make demo`. [1]"]
+    passage = [{"text": "Go to the root and run make demo to install."}]
+    assert citation_problems(answer, passage).unsupported == []
+    assert missing_facts("1. Set RAG_K to 4.", "RAG_K is 5") == ["4"]  # a fact still counts
