@@ -222,7 +222,12 @@ def _verifier_yes(case: Case, w: Weighing) -> CheckResult:
 
 
 def _literal_choice_applies(case: Case, w: Weighing) -> bool:
-    return not case.extractive and w.verdict["threshold"] <= w.confidence < SURE_CLAIM
+    """A full answer the verifier said yes to, but not sure enough to skip the question."""
+    return (
+        _model_asked(case, w)
+        and not case.extractive
+        and w.verdict["threshold"] <= w.confidence < SURE_CLAIM
+    )
 
 
 def _literal_choice(case: Case, w: Weighing) -> CheckResult:
@@ -246,7 +251,8 @@ def _in_band(case: Case, w: Weighing) -> bool:
 
 
 def _own_answer_applies(case: Case, w: Weighing) -> bool:
-    return case.copied or _in_band(case, w)
+    """A copied draft, or a confidence in the band where the yes alone decides nothing."""
+    return _model_asked(case, w) and (case.copied or _in_band(case, w))
 
 
 def _own_answer(case: Case, w: Weighing) -> CheckResult:
@@ -314,12 +320,8 @@ CHECKS: tuple[Check, ...] = (
     Check("literals", _always, _literals),
     Check("planted", _always, _planted),
     Check("verifier_yes", _model_asked, _verifier_yes),
-    Check(
-        "literal_choice",
-        lambda c, w: _model_asked(c, w) and _literal_choice_applies(c, w),
-        _literal_choice,
-    ),
-    Check("own_answer", lambda c, w: _model_asked(c, w) and _own_answer_applies(c, w), _own_answer),
+    Check("literal_choice", _literal_choice_applies, _literal_choice),
+    Check("own_answer", _own_answer_applies, _own_answer),
     Check("second_opinion", _second_opinion_applies, _second_opinion),
 )
 
