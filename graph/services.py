@@ -15,6 +15,12 @@ Models are expensive to load and collections hold open database handles, so each
 built once per process and reused, in bounded caches keyed by what determines it (the
 model spec and the settings its factory reads; the data directory and collection name),
 not by the whole run configuration: a request with ``k=4`` reuses everything.
+
+The weights of a local model are the one thing held per process rather than per
+``Services``: tools/models/local_llm.py and local_embeddings.py load each model file
+once (keyed by file, context size and threads), so every role and every ``Services`` in
+the process share one copy of a gigabyte of weights, and one lock serialising calls
+into it (llama.cpp is not re-entrant).
 """
 
 from __future__ import annotations
