@@ -133,8 +133,8 @@ def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = Fa
         print("\nQuoted support:")
         passages = out.get("passages") or []
         for item in out["support"]:
-            passage = passages[item["n"] - 1] if item["n"] <= len(passages) else None
-            print(f'  [{item["n"]}] {where(item, passage)}: "{item["quote"]}"')
+            place = where(passages[item["n"] - 1], item["line"])
+            print(f'  [{item["n"]}] {place}: "{item["quote"]}"')
     verdict = out.get("verdict") or {}
     guard = out.get("guard") or {}
     if guard.get("verdict") not in (None, "allowed"):

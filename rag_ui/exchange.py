@@ -13,6 +13,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 
 from graph.checks.explain import not_verified
+from graph.checks.support import where
 from graph.context import header_location, numbers_by_location
 from graph.graph import GENERATOR_NODE
 from tools.retrieval.hybrid import Passage
@@ -90,6 +91,7 @@ def build_exchange(
 ) -> dict[str, Any]:
     """The whole exchange as plain JSON data, from the thread's state after the run."""
     retrieval = dict(state.get("retrieval") or {})
+    passages = state.get("passages") or []
     prompt = recorder.prompts[-1] if recorder.prompts else []
     return {
         "id": exchange_id,
@@ -104,14 +106,18 @@ def build_exchange(
         "verdict": state.get("verdict") or {},
         # the same sentence `rag ask` prints after NOT VERIFIED (graph/checks/explain.py)
         "reason": _reason(state),
-        "support": state.get("support") or [],
+        # each quote with where it is, as `rag ask` prints it (graph/checks/support.py)
+        "support": [
+            {**item, "where": where(passages[item["n"] - 1], item["line"])}
+            for item in state.get("support") or []
+        ],
         "citations": state.get("citations") or [],
         "references": state.get("references") or [],
-        "passages": [passage_view(n, p) for n, p in enumerate(state.get("passages") or [], 1)],
+        "passages": [passage_view(n, p) for n, p in enumerate(passages, 1)],
         "dropped": retrieval.pop("dropped", []),
         "retrieval": retrieval,
         "prompt": prompt,
-        "prompt_note": prompt_note(prompt, state.get("passages") or []),
+        "prompt_note": prompt_note(prompt, passages),
         "attempts": len(recorder.prompts),
         "timings": {**(state.get("timings") or {}), **timings},
         "trace_id": state.get("trace_id"),

@@ -326,7 +326,7 @@ def claims_with_citations(draft: str) -> list[tuple[str, list[tuple[str, list[in
     return out
 
 
-_LIST_MARK = re.compile(r"^[ \t]*(?:\d{1,3}[.)]|[-*+])[ \t]+", re.MULTILINE)
+_LIST_MARK = re.compile(r"^[ \t]*(?:" + _ENUMERATOR.pattern + r"|[-*+])[ \t]+", re.MULTILINE)
 
 
 def missing_facts(statement: str, context: str) -> list[str]:

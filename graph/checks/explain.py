@@ -16,8 +16,8 @@ from typing import Any
 
 from graph import prompts
 from graph.checks.citations import FOLLOWS, NO_CITATION, NOT_QUOTED
-from graph.checks.support import where
-from graph.results import PassageRecord, Support
+from graph.checks.support import line_at, where
+from graph.results import PassageRecord
 from tools.text import cited_clauses, found_phrase, strip_markers
 
 CHECK_THE_QUOTES = "Read the quoted lines before relying on it."
@@ -36,16 +36,8 @@ def _source(n: int, passages: Sequence[PassageRecord], literal: str = "") -> str
     if not 1 <= n <= len(passages):
         return f"[{n}]"
     passage = passages[n - 1]
-    line = None
-    start, end = passage.get("start_line"), passage.get("end_line")
-    text = passage["text"]
-    at = text.casefold().find(literal.casefold()) if literal else -1
-    if at >= 0 and start is not None and end is not None and text.count("\n") == end - start:
-        line = start + text.count("\n", 0, at)
-    spot = Support(
-        statement="", n=n, source=passage["source"], page=passage.get("page"), line=line, quote=""
-    )
-    return f"[{n}] ({where(spot, passage)})"
+    at = passage["text"].casefold().find(literal.casefold()) if literal else -1
+    return f"[{n}] ({where(passage, line_at(passage, at) if at >= 0 else None)})"
 
 
 def _cited(statement: str) -> list[int]:

@@ -142,6 +142,7 @@ class Weighing:
     failed_literals: bool = False  # checks 1-2 failed: no model is asked
     overruled: bool = False  # the reading question overruled the yes
     vetoed: bool = False  # the second opinion disagreed (or could not run)
+    holding: list[int] = field(default_factory=list)  # cited passages holding a clause
     shown: list[dict[str, Any]] = field(default_factory=list)  # what the verifier read
     answer: str = ""  # the draft without markers of passages it does not read
     context: BaseMessage | None = None
@@ -184,7 +185,7 @@ def _literals(case: Case, w: Weighing) -> CheckResult:
         "obeyed_passage": any(f.startswith(FOLLOWS) for fs in check.missing.values() for f in fs),
     }
     w.failed_literals = not case.claims or bool(check.unsupported)
-    w.verdict["holding"] = check.holding
+    w.holding = check.holding
     facts = {"statements": len(case.claims), "unsupported": check.unsupported}
     return CheckResult(check="literals", passed=not w.failed_literals, facts=facts)
 
@@ -204,7 +205,7 @@ def _verifier_yes(case: Case, w: Weighing) -> CheckResult:
     is 10 [1][2]" has its numbers in [1], so [1] alone must say it; [2] beside it lets
     the small verifier take the two halves from two places and say yes to the merged
     claim. A short answer's passages are cut to the sentences its quotes come from."""
-    holding = w.verdict["holding"]
+    holding = w.holding
     shown = [case.passages[n - 1] for n in holding]
     if case.extractive:
         quotes = [quote_of(clause) for claim in case.claims for clause, _ in cited_clauses(claim)]
@@ -337,7 +338,6 @@ def run_checks(case: Case, checks: Sequence[Check] = CHECKS) -> Verdict:
     for check in checks:
         if check.applies(case, w):
             results.append(check.run(case, w))
-    del w.verdict["holding"]
     confidence = 0.0 if w.failed_literals else round(w.confidence, 4)
     return Verdict(**w.verdict, grounded=w.grounded(), confidence=confidence, checks=results)  # type: ignore[typeddict-item]
 

@@ -51,7 +51,7 @@ def _best_span(clause: str, text: str) -> tuple[int, int] | None:
     return best[1]
 
 
-def _line(passage: PassageRecord, offset: int) -> int | None:
+def line_at(passage: PassageRecord, offset: int) -> int | None:
     """The file line of ``offset`` in the passage's text, when the text is its file's lines
     verbatim (evidence selection may have cut lines out: then the passage's range says)."""
     start, end = passage.get("start_line"), passage.get("end_line")
@@ -85,7 +85,7 @@ def support_for(answer: str, passages: Sequence[PassageRecord]) -> list[Support]
                         n=n,
                         source=passage["source"],
                         page=passage.get("page"),
-                        line=_line(passage, span[0]),
+                        line=line_at(passage, span[0]),
                         quote=_quoted(passage["text"][span[0] : span[1]]),
                     )
                 )
@@ -93,14 +93,15 @@ def support_for(answer: str, passages: Sequence[PassageRecord]) -> list[Support]
     return out
 
 
-def where(support: Support, passage: PassageRecord | None = None) -> str:
-    """Where a quote is, as a reader finds it: "models.md, line 41", "guide.pdf, page 3",
-    or the passage's line range when its own line is not known."""
-    parts = [support["source"]]
-    if support.get("page"):
-        parts.append(f"page {support['page']}")
-    if support.get("line") is not None:
-        parts.append(f"line {support['line']}")
-    elif passage and passage.get("start_line"):
+def where(passage: PassageRecord, line: int | None = None) -> str:
+    """Where a place in a passage is, as a reader finds it: "models.md, line 41",
+    "guide.pdf, page 3", or the passage's line range when the line is not known. The CLI,
+    the chat page (through rag_ui/exchange.py) and the reasons all say it so."""
+    parts = [passage["source"]]
+    if passage.get("page"):
+        parts.append(f"page {passage['page']}")
+    if line is not None:
+        parts.append(f"line {line}")
+    elif passage.get("start_line"):
         parts.append(f"lines {passage['start_line']}-{passage['end_line']}")
     return ", ".join(parts)

@@ -223,12 +223,10 @@ function supportList(ex) {
   const list = el("ul", { class: "support", "data-testid": "support" });
   for (const item of ex.support) {
     const passage = ex.passages[item.n - 1];
-    const where = [item.source, item.page ? `page ${item.page}` : "",
-      item.line !== null && item.line !== undefined ? `line ${item.line}` : ""]
-      .filter(Boolean).join(", ");
     const row = el("li", {});
+    // `where` is written by the server (graph/checks/support.py), as `rag ask` prints it
     if (passage) row.append(passageLink(passage, ex.support));
-    row.append(` ${where}: `, el("q", {}, item.quote));
+    row.append(` ${item.where}: `, el("q", {}, item.quote));
     list.append(row);
   }
   return list;

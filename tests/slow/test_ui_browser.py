@@ -29,6 +29,7 @@ from bench.local_service import (
     ui_token,
     wait_until_up,
 )
+from graph.checks.support import where
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
@@ -159,6 +160,8 @@ def test_an_opened_citation_highlights_its_quoted_support(ui, browser):
             "quote": "To use a server, set RAG_GENERATOR_MODEL=openai:gpt-4o-mini@http://127.0.0.1:8000/v1.",
         }
     ]
+    record = {"source": "docs_corpus/models.md", "page": None, "start_line": 30, "end_line": 33}
+    support[0]["where"] = where(record, 31)  # as rag_ui/exchange.py adds it
     marked = page.evaluate(
         "([p, s]) => { showPassage(p, s); return [...document.querySelectorAll("
         "'#viewer-text mark.support')].map(m => m.textContent); }",
