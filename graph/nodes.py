@@ -23,11 +23,12 @@ from graph.budget import takes_second_look
 from graph.checks.explain import reason
 from graph.checks.pipeline import Bars, Case, feedback, regenerates, run_checks
 from graph.checks.repairs import ATTEMPTS, CITING, WRITTEN, Attempt, DraftContext, repaired
-from graph.checks.support import support_for
+from graph.checks.support import closest, support_for
 from graph.configuration import PER_QUESTION_FIELDS
 from graph.context import context_message, header_location
 from graph.draft import DraftStream, Event
 from graph.guard import decide, nearest_distance, refusal
+from graph.results import Outcome
 from graph.run import Run
 from graph.services import Services
 from graph.state import PER_QUESTION, State
@@ -460,6 +461,8 @@ def finalize(state: State, run: Run) -> dict[str, Any]:
     abstain = state.get("abstain_reason") or ("" if draft else prompts.ABSTAIN_NOT_FOUND)
     if not abstain and verdict.get("obeyed_passage"):
         abstain = prompts.ABSTAIN_OBEYED
+    elif not abstain and verdict.get("documents_say") is False:
+        abstain = prompts.ABSTAIN_NOT_STATED
     elif (
         not abstain
         and verdict
@@ -489,7 +492,14 @@ def finalize(state: State, run: Run) -> dict[str, Any]:
                     "snippet": p.text[:240],
                 }
             )
-    outcome = "abstained" if abstain else "verified" if verdict.get("grounded") else "not_verified"
+    unsaid = abstain.startswith(prompts.DOCUMENTS_DO_NOT_SAY)
+    outcome: Outcome = (
+        ("not_in_documents" if unsaid else "abstained")
+        if abstain
+        else "verified"
+        if verdict.get("grounded")
+        else "not_verified"
+    )
     tracing.score(settings, state.get("trace_id"), "verified", outcome == "verified", outcome)
     references = [
         f"[{c['n']}] {Passage(**passages[c['n'] - 1]).location()}"
@@ -502,7 +512,8 @@ def finalize(state: State, run: Run) -> dict[str, Any]:
         "abstained": bool(abstain),
         "outcome": outcome,
         "citations": citations,
-        "support": [] if abstain else support_for(answer, passages),
+        "support": [] if abstain else support_for(answer, passages, state["question"]),
+        "closest": closest(state["question"], passages) if outcome == "not_in_documents" else [],
         "reason": reason(verdict, passages) if outcome == "not_verified" else None,
         "references": references,
         "verdict": verdict,

@@ -176,10 +176,15 @@ def without_notes(draft: str) -> str:
     return re.sub(r"[ \t]+([.,;:!?])", r"\1", _NOTES.sub("", draft)).strip()
 
 
-ABSTAIN_NO_CONTEXT = (
-    "The documents do not say: no passage close enough to the question was found{detail}."
+DOCUMENTS_DO_NOT_SAY = "The documents do not say"
+ABSTAIN_NO_CONTEXT = DOCUMENTS_DO_NOT_SAY + (
+    ": no passage close enough to the question was found{detail}."
 )
-ABSTAIN_NOT_FOUND = "The documents do not say: the retrieved passages do not answer the question."
+ABSTAIN_NOT_FOUND = DOCUMENTS_DO_NOT_SAY + ": the retrieved passages do not answer the question."
+# the answer written stated nothing any cited sentence says (graph/checks/pipeline.py)
+ABSTAIN_NOT_STATED = DOCUMENTS_DO_NOT_SAY + (
+    ": no sentence of the passages found states an answer to the question."
+)
 ABSTAIN_ERROR = "No answer: the {stage} step failed ({type}): {message}"
 ABSTAIN_OBEYED = (
     "No answer: a retrieved passage holds instructions addressed to the assistant, and the "

@@ -57,6 +57,17 @@ class Support(TypedDict):
     quote: str  # the passage's own words
 
 
+class Closest(TypedDict):
+    """A passage's sentence nearest the question, shown when the documents do not say
+    the answer (graph/checks/support.py, ``closest``)."""
+
+    n: int  # the passage, in retrieval's order
+    source: str
+    page: int | None
+    line: int | None
+    quote: str
+
+
 class Dropped(TypedDict):
     """A candidate passage that did not reach the generator, and the step that cut it."""
 
@@ -168,6 +179,8 @@ class Verdict(TypedDict, total=False):
     checked_by: str  # the verifier model
     second_opinion: SecondOpinion
     error: str  # the verifier failed: the answer is unchecked
+    documents_say: bool  # some statement has quoted support (false: withheld as such)
+    unnamed: list[str]  # what the question's ask names and no cited passage does
     checks: list[CheckResult]
 
 
@@ -185,11 +198,16 @@ class GuardDecision(TypedDict, total=False):
     error: str
 
 
-Outcome = Literal["verified", "not_verified", "abstained"]
+# verified: the checks confirmed it; not_verified: the documents state it (quoted) but
+# the checks could not confirm it answers the question; not_in_documents: the documents
+# do not say (no passage answers, or none states what the answer said); abstained: no
+# answer for another reason (a failed step, a refused topic, an obeyed instruction).
+Outcome = Literal["verified", "not_verified", "not_in_documents", "abstained"]
 
 __all__ = [
     "CheckResult",
     "Citation",
+    "Closest",
     "Dropped",
     "GuardDecision",
     "LiteralChoice",

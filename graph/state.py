@@ -26,6 +26,7 @@ from typing_extensions import TypedDict, is_typeddict
 
 from graph.results import (
     Citation,
+    Closest,
     GuardDecision,
     ModelFault,
     Outcome,
@@ -54,12 +55,14 @@ class OutputState(TypedDict, total=False):
     references: list[str]
     citations: list[Citation]
     support: list[Support]  # each statement's quoted support (graph/checks/support.py)
+    # when the documents do not say: the passages' sentences nearest the question
+    closest: list[Closest]
     # why a not_verified answer is not verified, in plain words (graph/checks/explain.py)
     reason: str | None
     verdict: Verdict
     abstained: bool
-    # verified: the checks passed; not_verified: shown with a warning; abstained: no
-    # answer given (graph/checks/pipeline.py)
+    # verified, not_verified (shown with a reason), not_in_documents (withheld, with the
+    # closest passages) or abstained (graph/results.py, Outcome)
     outcome: Outcome
     queries: list[str]
     retrieval: RetrievalReport

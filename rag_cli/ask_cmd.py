@@ -135,6 +135,12 @@ def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = Fa
         for item in out["support"]:
             place = where(passages[item["n"] - 1], item["line"])
             print(f'  [{item["n"]}] {place}: "{item["quote"]}"')
+    if out.get("closest") and not quiet:
+        print("\nClosest passages (none states the answer):")
+        passages = out.get("passages") or []
+        for item in out["closest"]:
+            place = where(passages[item["n"] - 1], item["line"])
+            print(f'  [{item["n"]}] {place}: "{item["quote"]}"')
     verdict = out.get("verdict") or {}
     guard = out.get("guard") or {}
     if guard.get("verdict") not in (None, "allowed"):
@@ -143,7 +149,9 @@ def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = Fa
     if out.get("error"):
         error = out["error"]
         print(f"\nerror ({error['type']} in {error['stage']}): {error['message']}")
-    if out["abstained"]:
+    if out.get("outcome") == "not_in_documents":
+        pass  # the answer says so, and the closest passages are above
+    elif out["abstained"]:
         print("\n(abstained)")
     elif verdict.get("grounded"):
         print("\nVerified: the quoted lines state this answer.")

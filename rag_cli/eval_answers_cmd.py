@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import answer_report
-from evaluation.answers import evaluate_answers
+from evaluation.answers import evaluate_answers, summarize
 from evaluation.datasets import Dataset
+from evaluation.page_removed import RemovedPage, build_collection, removed_pages
 from evaluation.retrieval import prepare_collection
 from evaluation.splits import SPLITS, provenance
 from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
@@ -45,6 +46,14 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     source.add_argument("--questions", metavar="FILE", help="JSONL question set")
     parser.add_argument("--collection", help="collection to ask (with --questions)")
+    parser.add_argument(
+        "--without-answer-page",
+        metavar="DIR",
+        help="with --questions: ask each answerable question of DIR's pages ingested without "
+        "the page its 'source' names (collections <set>-without-<page>, built once), so that "
+        "every passage is related and none answers: any verified answer is wrong "
+        "(evaluation/page_removed.py)",
+    )
     parser.add_argument(
         "--limit", type=int, default=100, help="questions to ask (SQuAD: half answerable)"
     )
@@ -121,6 +130,8 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
         raise ValueError("--limit must be at least 1")
     measured_with = provenance("squad")  # the code as the run starts
+    if args.without_answer_page:
+        return _page_removed(args, settings, measured_with)
     if args.squad is not None:
         items, collection, dataset = _squad(args, settings)
         style = args.answer_style or "short"
@@ -148,9 +159,17 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         "dataset": dataset,
         "collection": collection,
         "collection_version": version,
+        "split": args.split if args.squad is not None or items[0].split else None,
+    }
+    return _written(args, settings, report, measured_with)
+
+
+def _written(
+    args: argparse.Namespace, settings: Settings, report: dict[str, Any], measured_with: Any
+) -> int:
+    report |= {
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "settings": masked(settings),  # secrets shown only as set (***), never their values
-        "split": args.split if args.squad is not None or items[0].split else None,
         "provenance": measured_with,
     }
     if args.out:
@@ -158,3 +177,65 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
             print(f"wrote {path}", file=sys.stderr)
     print(json.dumps(report, indent=2) if args.json else answer_report.markdown(report, None))
     return 0
+
+
+def _page_removed(args: argparse.Namespace, settings: Settings, measured_with: Any) -> int:
+    """Each answerable question of the split asked of its set without its answer page."""
+    if not args.questions:
+        raise ValueError("--without-answer-page goes with --questions (the set's questions)")
+    folder = Path(args.without_answer_page)
+    if not folder.is_dir():
+        raise ValueError(f"--without-answer-page: {folder} is not a folder of pages")
+    groups = removed_pages(Path(args.questions), folder, args.split, args.collection)
+    wanted = sum(len(g.items) for g in groups)
+    if wanted > args.limit:  # a seeded sample of questions, each still asked of its own
+        keep = {
+            i.id
+            for i in random.Random(args.sample_seed).sample(
+                [i for g in groups for i in g.items], args.limit
+            )
+        }
+        groups = [g for g in groups if any(i.id in keep for i in g.items)]
+        groups = [
+            RemovedPage(g.page, g.collection, tuple(i for i in g.items if i.id in keep))
+            for g in groups
+        ]
+    services = _services(args)
+    log = None
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        log = Path(args.out) / "answers.items.jsonl"
+        log.unlink(missing_ok=True)
+    records: list[dict[str, Any]] = []
+    asked: dict[str, int | None] = {}
+    style = args.answer_style or settings.answer_style
+    for group in groups:
+        built = build_collection(settings, folder, group, embeddings(settings))
+        print(
+            f"collection {group.collection}: {built['chunks']} chunks of {built['files']} "
+            f"files, without {group.page}",
+            file=sys.stderr,
+        )
+        scoped = with_overrides(
+            settings, {"collection": group.collection, "answer_style": style, "k": args.k}
+        )
+        part = evaluate_answers(scoped, group.items, judge=args.judge, log=log, services=services)
+        for record in part["items"]:
+            record |= {"without": group.page, "collection": group.collection}
+        records += part["items"]
+        opened = Collection(scoped, group.collection)
+        asked[group.collection] = opened.version  # as it was answered from
+        opened.close()
+    report = {
+        "kind": "answers",
+        "run_id": part["run_id"],
+        "prompts": part["prompts"],
+        "summary": summarize(records),
+        "items": records,
+        "dataset": f"{Path(args.questions).name}, answer page removed",
+        "collection": f"{args.collection or folder.name}-without-<page>",
+        "collections": asked,
+        "split": args.split,
+    }
+    settings = with_overrides(settings, {"answer_style": style, "k": args.k})
+    return _written(args, settings, report, measured_with)

@@ -111,6 +111,11 @@ def build_exchange(
             {**item, "where": where(passages[item["n"] - 1], item["line"])}
             for item in state.get("support") or []
         ],
+        # when the documents do not say: the sentences nearest the question, placed so
+        "closest": [
+            {**item, "where": where(passages[item["n"] - 1], item["line"])}
+            for item in state.get("closest") or []
+        ],
         "citations": state.get("citations") or [],
         "references": state.get("references") or [],
         "passages": [passage_view(n, p) for n, p in enumerate(passages, 1)],

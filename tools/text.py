@@ -160,6 +160,23 @@ def statements(answer: str) -> list[str]:
     return [p for p in merged if re.search(r"\w", MARKER.sub("", p))]
 
 
+def ask_of(question: str) -> str:
+    """The sentence of a question that asks (its last one ending in "?", else its last):
+    "We run two servers. Which port does D2 listen on?" asks the second. What it names
+    is what the answer must be about; the sentences before it set the scene."""
+    parts = statements(question)
+    asking = [p for p in parts if p.rstrip().endswith("?")]
+    return (asking or parts or [question])[-1]
+
+
+def qualifiers_missing(question: str, text: str) -> list[str]:
+    """The names, numbers and code tokens of the question's ask (``ask_of``) that ``text``
+    holds nowhere: "which systemd service runs the DHCPv4 server?" is not answered by a
+    passage that never names DHCPv4. A lone capital letter ("I") is not one."""
+    missing = missing_facts(ask_of(question), text)
+    return [m for m in missing if not (len(m) == 1 and m.isalpha())]
+
+
 def _blocks(text: str) -> tuple[list[str], list[str]]:
     """Split Markdown into prose blocks and the bodies of fenced code blocks.
 

@@ -99,6 +99,12 @@ def reason(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
         return f"The answer could not be checked: the checking model failed ({message})."
     if verdict.get("missing"):
         return _unsupported(verdict, passages)
+    if verdict.get("unnamed"):
+        names = ", ".join(verdict["unnamed"][:3])
+        return (
+            f"The question asks about {names}, which {_sources(verdict, passages)} never "
+            f"names: the answer may be about something else."
+        )
     opinion = verdict.get("second_opinion")
     if opinion and "error" in opinion:
         return f"The answer could not be checked a second time ({opinion['error']})."

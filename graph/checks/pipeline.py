@@ -87,12 +87,13 @@ from graph.checks.readings import (
     restates,
     sure_enough,
 )
+from graph.checks.support import support_for
 from graph.checks.tuning import SAME_ANSWER_F1, SURE_CLAIM
 from graph.context import context_message
-from graph.results import CheckResult, Verdict
+from graph.results import CheckResult, Support, Verdict
 from tools.answer_check import FirstTokenJudge
 from tools.errors import ModelError
-from tools.text import cited_clauses, quote_of, statements, strip_markers
+from tools.text import cited_clauses, qualifiers_missing, quote_of, statements, strip_markers
 
 # The generator asked again, with passages in the given order keeping their numbers.
 AnswerAgain = Callable[[list[dict[str, Any]], list[int]], str]
@@ -146,6 +147,7 @@ class Weighing:
     shown: list[dict[str, Any]] = field(default_factory=list)  # what the verifier read
     answer: str = ""  # the draft without markers of passages it does not read
     context: BaseMessage | None = None
+    quoted: list[Support] = field(default_factory=list)  # each statement's quoted support
 
     def band(self, case: Case) -> tuple[float, float]:
         """Check 5's band: there the yes alone decides nothing."""
@@ -156,6 +158,8 @@ class Weighing:
     def grounded(self) -> bool:
         return (
             not (self.failed_literals or self.vetoed)
+            and self.verdict.get("documents_say", True)
+            and not self.verdict.get("unnamed")
             and round(self.confidence, 4) >= self.verdict["threshold"]
         )
 
@@ -197,6 +201,37 @@ def _planted(case: Case, w: Weighing) -> CheckResult:
     if planted:
         w.verdict |= {"obeyed_passage": True, "planted_words": planted}
     return CheckResult(check="planted", passed=not planted, facts={"planted_words": planted})
+
+
+def _stated(case: Case, w: Weighing) -> CheckResult:
+    """Whether the documents say the answer at all: some statement has quoted support, a
+    sentence of a passage it cites that holds its names, numbers and code tokens and
+    states something the question did not (graph/checks/support.py). An answer none of
+    whose statements any cited sentence states is not "supported but unconfirmed": the
+    documents do not say it, and it is withheld as such, with the closest passages
+    (``documents_say`` false). On the answer-page-removed dev set this told most
+    invented answers apart from right ones (docs_corpus/answering-and-verification.md)."""
+    quoted = support_for(case.draft, case.passages, case.question)
+    w.verdict["documents_say"] = bool(quoted)
+    w.quoted = quoted
+    return CheckResult(check="stated", passed=bool(quoted), facts={"quoted": len(quoted)})
+
+
+def _qualifiers(case: Case, w: Weighing) -> CheckResult:
+    """The passages the answer cites name what the question's ask names: its names,
+    numbers, versions, options (``tools.text.qualifiers_missing``; a heading counts). Where
+    the documents cover the subject but not the question, the answer is the neighbour's
+    fact: the macOS start command for "on FreeBSD", the kea-dhcp4 unit for "which service
+    runs the DHCPv4 server" from a page that never says DHCPv4. Such an answer may be
+    shown, not verified."""
+    cited = sorted({n for c in case.claims for _, ns in cited_clauses(c) for n in ns})
+    text = "\n".join(
+        f"{p.get('heading') or ''}\n{p['text']}"
+        for p in (case.passages[n - 1] for n in cited if 1 <= n <= len(case.passages))
+    )
+    lacking = qualifiers_missing(case.question, text)
+    w.verdict["unnamed"] = lacking
+    return CheckResult(check="qualifiers", passed=not lacking, facts={"unnamed": lacking})
 
 
 def _verifier_yes(case: Case, w: Weighing) -> CheckResult:
@@ -312,7 +347,10 @@ def _always(case: Case, w: Weighing) -> bool:
 
 
 def _model_asked(case: Case, w: Weighing) -> bool:
-    return not w.failed_literals
+    """No model is asked about an answer the lexical checks already refuse."""
+    return not (w.failed_literals or w.verdict.get("unnamed")) and w.verdict.get(
+        "documents_say", True
+    )
 
 
 # The checks, in the order they run. A check runs when its ``applies`` says so, given
@@ -320,6 +358,8 @@ def _model_asked(case: Case, w: Weighing) -> bool:
 CHECKS: tuple[Check, ...] = (
     Check("literals", _always, _literals),
     Check("planted", _always, _planted),
+    Check("stated", _always, _stated),
+    Check("qualifiers", _always, _qualifiers),
     Check("verifier_yes", _model_asked, _verifier_yes),
     Check("literal_choice", _literal_choice_applies, _literal_choice),
     Check("own_answer", _own_answer_applies, _own_answer),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from graph.results import PassageRecord, Support
+from graph.results import Closest, PassageRecord, Support
 from tools.text import (
     claims_with_citations,
     missing_facts,
@@ -26,25 +26,34 @@ from tools.text import (
 QUOTE_CHARS = 300
 # How many adjacent sentences a quote may join to hold a clause's literals.
 MAX_SENTENCES = 2
+# How many passages "the documents do not say" shows, best first, one sentence each.
+CLOSEST = 3
 
 
-def _best_span(clause: str, text: str) -> tuple[int, int] | None:
+def _best_span(clause: str, text: str, question: str = "") -> tuple[int, int] | None:
     """The run of at most ``MAX_SENTENCES`` sentences of ``text`` that holds every literal
-    of ``clause`` and shares the most of its words; None when no such run holds them, or
-    when the clause has no literal and shares no word with any sentence."""
+    of ``clause`` the question does not hold, and shares the most of the clause's new
+    words (those the question does not hold); None when no run holds those literals or
+    none shares a new word. The question's own names and numbers need not be quoted: the
+    page is about them, and the sentence that answers rarely repeats them ("Up to ten
+    nesting levels are supported"). A statement that only repeats the question has no
+    new word, so no sentence supports it: it states no answer."""
     spans = sentence_spans(text)
-    words = set(tokenize(clause))
+    new = set(tokenize(clause)) - set(tokenize(question))
+    # a literal the question lacks is news even when its words are the question's own
+    # ("dhcp-ddns" where the question names kea-dhcp-ddns)
+    news = len(missing_facts(clause, question)) if question else 0
     best: tuple[int, tuple[int, int]] | None = None
     for size in range(1, MAX_SENTENCES + 1):
         for i in range(len(spans) - size + 1):
             start, end = spans[i][0], spans[i + size - 1][1]
             quote = text[start:end]
-            if missing_facts(clause, quote):
+            if missing_facts(clause, f"{quote}\n{question}"):
                 continue
-            shared = len(words & set(tokenize(quote)))
+            shared = news + len(new & set(tokenize(quote)))
             if best is None or shared > best[0]:
                 best = (shared, (start, end))
-        if best is not None:
+        if best is not None and best[0] > 0:
             break  # the fewest sentences that hold it
     if best is None or best[0] == 0:
         return None
@@ -66,7 +75,9 @@ def _quoted(text: str) -> str:
     return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
 
 
-def support_for(answer: str, passages: Sequence[PassageRecord]) -> list[Support]:
+def support_for(
+    answer: str, passages: Sequence[PassageRecord], question: str = ""
+) -> list[Support]:
     """Each cited clause of ``answer`` with the quote of the first passage it cites that
     holds it, in the answer's order."""
     out: list[Support] = []
@@ -76,7 +87,7 @@ def support_for(answer: str, passages: Sequence[PassageRecord]) -> list[Support]
                 if not 1 <= n <= len(passages):
                     continue
                 passage = passages[n - 1]
-                span = _best_span(clause, passage["text"])
+                span = _best_span(clause, passage["text"], question)
                 if span is None:
                     continue
                 out.append(
@@ -105,3 +116,27 @@ def where(passage: PassageRecord, line: int | None = None) -> str:
     elif passage.get("start_line"):
         parts.append(f"lines {passage['start_line']}-{passage['end_line']}")
     return ", ".join(parts)
+
+
+def closest(
+    question: str, passages: Sequence[PassageRecord], limit: int = CLOSEST
+) -> list[Closest]:
+    """Of the first ``limit`` passages (retrieval's order), the sentence sharing the most
+    of the question's words: what "the documents do not say" shows, so that the reader
+    sees what the documents hold near the question and judges the gap themselves."""
+    words = set(tokenize(question))
+    out: list[Closest] = []
+    for n, passage in enumerate(passages[:limit], 1):
+        text = passage["text"]
+        spans = sentence_spans(text) or [(0, len(text))]
+        start, end = max(spans, key=lambda sp: len(words & set(tokenize(text[sp[0] : sp[1]]))))
+        out.append(
+            Closest(
+                n=n,
+                source=passage["source"],
+                page=passage.get("page"),
+                line=line_at(passage, start),
+                quote=_quoted(text[start:end]),
+            )
+        )
+    return out

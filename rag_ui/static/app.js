@@ -203,7 +203,11 @@ function showExchange(box, answer, ex) {
   answer.replaceChildren();
   renderAnswer(answer, ex.answer, ex.passages, ex.verdict.unsupported || [], ex.support || []);
   box.append(verdictLine(ex));
-  if ((ex.support || []).length) box.append(supportList(ex));
+  if ((ex.support || []).length) box.append(supportList(ex, ex.support, "support"));
+  if ((ex.closest || []).length) {
+    box.append(el("div", { class: "muted" }, "Closest passages (none states the answer):"),
+      supportList(ex, ex.closest, "closest"));
+  }
   if (ex.references.length) {
     box.append(el("div", { class: "muted" }, ex.references.join("  ·  ")));
   }
@@ -218,10 +222,11 @@ function showExchange(box, answer, ex) {
   );
 }
 
-// The quoted lines each statement rests on (graph/checks/support.py), under the answer.
-function supportList(ex) {
-  const list = el("ul", { class: "support", "data-testid": "support" });
-  for (const item of ex.support) {
+// The quoted lines each statement rests on, or the sentences nearest the question when
+// the documents do not say (graph/checks/support.py), under the answer.
+function supportList(ex, items, testid) {
+  const list = el("ul", { class: "support", "data-testid": testid });
+  for (const item of items) {
     const passage = ex.passages[item.n - 1];
     const row = el("li", {});
     // `where` is written by the server (graph/checks/support.py), as `rag ask` prints it
@@ -312,10 +317,16 @@ function showPassage(p, support) {
 function verdictLine(ex) {
   const v = ex.verdict || {};
   const line = el("div", { class: "verdict", "data-testid": "verdict" });
-  if (ex.abstained) line.append(el("span", { class: "badge neutral" }, "abstained"));
+  if (ex.outcome === "not_in_documents") {
+    line.append(el("span", { class: "badge neutral" }, "the documents do not say"));
+  } else if (ex.abstained) {
+    line.append(el("span", { class: "badge neutral" }, "abstained"));
+  }
   // the checks' readings (confidence, threshold) are in the badge's tooltip only
   const readings = `confidence ${fmt(v.confidence)}, threshold ${fmt(v.threshold)}`;
-  if (v.grounded === true) {
+  if (ex.abstained) {
+    // withheld: nothing to verify
+  } else if (v.grounded === true) {
     line.append(el("span", { class: "badge ok", title: readings }, "verified"),
       " the quoted lines state this answer");
   } else if (v.confidence !== undefined) {
@@ -326,7 +337,7 @@ function verdictLine(ex) {
       line.append(el("div", {}, "Statements the cited passages do not support (highlighted):"),
         el("ul", {}, ...v.unsupported.map((s) => el("li", {}, s))));
     }
-  } else if (!ex.abstained) {
+  } else {
     line.append(el("span", { class: "badge neutral" }, "not checked"));
   }
   if (ex.guard && ex.guard.verdict !== "allowed") {

@@ -122,7 +122,7 @@ def test_an_abstention_never_shows_its_draft_or_the_marker_in_a_pipe(corpus_env,
     captured = capsys.readouterr()
     assert "Canberra" not in captured.out
     assert prompts.NOT_FOUND not in captured.out + captured.err
-    assert "The documents do not say" in captured.out and "(abstained)" in captured.out
+    assert "The documents do not say" in captured.out and "(abstained)" not in captured.out
 
 
 def test_not_verified_says_why(corpus_env, models, capsys):
@@ -145,7 +145,8 @@ def test_verbose_shows_the_readings_and_quiet_hides_the_quotes(corpus_env, model
     base = ["ask", "How do I install the service?", "--set", "max_regenerations=0"]
     assert main([*base, "--verbose"], services=models.services) == 0
     out = capsys.readouterr().out
-    assert "checks: literals passed, planted passed, verifier_yes failed" in out
+    assert "checks: literals passed, planted passed, stated passed, qualifiers passed, " in out
+    assert "verifier_yes failed" in out
     assert "confidence 0.1 against threshold" in out
     assert main([*base, "--quiet"], services=models.services) == 0
     assert "Quoted support:" not in capsys.readouterr().out
@@ -292,3 +293,18 @@ def test_the_cli_and_the_chat_page_give_the_same_reason(capsys):
     printed = capsys.readouterr().out
     assert f"NOT VERIFIED: {_reason(state)}" in printed
     assert _reason({**state, "verdict": {**verdict, "grounded": True}}) == ""
+
+
+def test_the_documents_do_not_say_shows_the_closest_passages(corpus_env, models, capsys):
+    # the answer states nothing its cited passage says: withheld, with what is nearest
+    models.answer = "The service needs 16 GB of memory [1]."
+    base = ["ask", "How much memory does the service need?", "--set", "max_regenerations=0"]
+    assert main(base, services=models.services) == 0
+    out = capsys.readouterr().out
+    assert "16 GB" not in out and prompts.ABSTAIN_NOT_STATED in out
+    assert "Closest passages (none states the answer):" in out and "docs/" in out
+    assert "NOT VERIFIED" not in out and "(abstained)" not in out
+    assert main([*base, "--json"], services=models.services) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["outcome"] == "not_in_documents" and answer["closest"]
+    assert answer["closest"][0]["quote"] and answer["verdict"]["documents_say"] is False

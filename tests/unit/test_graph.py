@@ -119,7 +119,7 @@ def test_after_not_found_a_second_look_is_verified_like_any_answer(corpus_env, m
 
     models.answer = prompts.NOT_FOUND
     out = ask(models, "How do I install the service?", {"second_look": False})
-    assert out["outcome"] == "abstained" and len(models.chats["generator"].calls) == 7
+    assert out["outcome"] == "not_in_documents" and len(models.chats["generator"].calls) == 7
 
 
 def test_after_two_not_founds_the_words_copied_from_a_passage_are_the_answer(corpus_env, models):
@@ -137,7 +137,7 @@ def test_after_two_not_founds_the_words_copied_from_a_passage_are_the_answer(cor
 
     models.answer = [prompts.NOT_FOUND, "[1]", "make install-everything"]  # not a copy
     out = ask(models, "How do I install the service?")
-    assert out["outcome"] == "abstained" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
+    assert out["outcome"] == "not_in_documents" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
 
 
 def test_an_answer_of_citation_markers_alone_is_no_answer_and_gets_the_second_look(
@@ -152,7 +152,7 @@ def test_an_answer_of_citation_markers_alone_is_no_answer_and_gets_the_second_lo
 
     models.answer = "[1][2]."  # and again at the second look: nothing to show or verify
     out = ask(models, "How do I install the service?")
-    assert out["outcome"] == "abstained" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
+    assert out["outcome"] == "not_in_documents" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
     assert len(models.chats["verifier"].calls) == 1  # only the first question's
 
 
@@ -166,7 +166,7 @@ def test_the_question_written_back_around_a_marker_is_no_answer_and_gets_the_sec
 
     models.answer = "The way to install the service is [1]."  # at the second look too
     out = ask(models, "What is the way to install the service?")
-    assert out["outcome"] == "abstained" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
+    assert out["outcome"] == "not_in_documents" and out["answer"] == prompts.ABSTAIN_NOT_FOUND
 
 
 def test_a_sentence_about_the_passages_is_left_out_of_the_answer(corpus_env, models):
@@ -189,7 +189,8 @@ def test_unsupported_answer_is_regenerated_with_feedback(corpus_env, models):
 
 @pytest.mark.parametrize(("policy", "abstained"), [("return", False), ("abstain", True)])
 def test_loop_cap_then_policy(corpus_env, models, policy, abstained):
-    models.answer = "Install with `pip` [1]."
+    # one statement the passage states, one it does not: supported, not confirmed
+    models.answer = "Run make demo to install the service [1]. Then install with `pip` [1]."
     out = ask(
         models, "How do I install the service?", {"max_regenerations": 1, "on_unverified": policy}
     )
@@ -336,6 +337,11 @@ def test_state_resets_between_questions_on_a_thread(corpus_env, models):
     app = build_graph(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}}
     models.confidence = [0.1, 0.9]  # the first is not verified (and not regenerated)
+    models.answer = [
+        "Run make demo to install the service [1].",
+        "Unset the keys or set LANGFUSE_TRACING_ENABLED=false [1].",
+    ]
+    models.rephrased = "How do I turn tracing off?"  # what the passage's section is about
     first = app.invoke(
         {"question": "How do I install the service?"}, config, context=models.services
     )
@@ -382,10 +388,17 @@ def test_a_citation_closing_a_paragraph_covers_the_sentences_before_it(corpus_en
     models.answer = "Run make demo to install the service. It builds the index [1]."
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["verdict"]["unsupported"] == [] and out["outcome"] == "verified"
-    models.answer = "Run `make setup` to install the service. It builds the index [1]."
+    models.answer = "Run `make setup` to install the service. It takes 4 minutes [1]."
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["outcome"] == "not_verified", out["verdict"]  # still checked against [1]
     assert list(out["verdict"]["missing"]) == ["Run `make setup` to install the service."]
+    # and when no statement is stated by its passage, the documents do not say it
+    models.answer = "Run `make setup` to install the service. It builds the index [1]."
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    assert out["outcome"] == "not_in_documents" and out["abstained"], out["verdict"]
+    assert out["answer"] == prompts.ABSTAIN_NOT_STATED and out["support"] == []
+    assert out["closest"][0]["source"].endswith("install.md")
+    assert "Run make demo" in out["closest"][0]["quote"]
 
 
 @pytest.mark.parametrize(("threshold", "outcome"), [(0.95, "not_verified"), (0.85, "verified")])

@@ -113,7 +113,8 @@ def test_the_page_never_receives_the_not_found_marker_and_withdraws_the_draft(cl
     assert "token" in names and names.index("draft_reset") > names.index("token")
     streamed = [data for name, data in result["events"] if name != "answer"]
     assert prompts.NOT_FOUND not in json.dumps(streamed) + result["exchange"]["answer"]
-    assert result["exchange"]["outcome"] == "abstained"
+    assert result["exchange"]["outcome"] == "not_in_documents"
+    assert result["exchange"]["closest"][0]["where"].startswith("docs/")
 
 
 def test_follow_up_is_rephrased_within_a_session_only(client, models):

@@ -361,3 +361,39 @@ def test_a_copied_draft_is_not_put_to_check_5_and_needs_the_guards_top(claim, gr
     verdict = verify_with_own(model, answer="5 [1]", alone_threshold=0.72, copied=True)
     assert "own_answer" not in verdict and verdict["copied"] and verdict["grounded"] is grounded
     assert not any("copied as written" in call[-1].text for call in model.calls)
+
+
+def _checked(question: str, answer: str) -> dict:
+    model = reader("k", "5", "rerank_keep", claim=0.9)
+    return verify_answer(
+        FirstTokenJudge(model, retries=1),
+        question,
+        answer,
+        PASSAGES,
+        threshold=0.6,
+        phrase_threshold=0.7,
+    )
+
+
+def test_an_answer_no_cited_sentence_states_is_not_in_the_documents():
+    # the literal check passes ("default" and "k" are the question's own words), but no
+    # sentence of [1] states anything the question did not: the answer says nothing
+    verdict = _checked("What is the default k?", "The default k is set by default [1].")
+    assert verdict["documents_say"] is False and verdict["grounded"] is False
+    assert [c["check"] for c in verdict["checks"]][:3] == ["literals", "planted", "stated"]
+    assert "verifier_yes" not in [c["check"] for c in verdict["checks"]]  # no model asked
+    stated = _checked("What is the default k?", "`k` defaults to 5 [1].")
+    assert stated["documents_say"] is True and stated["grounded"] is True
+
+
+def test_an_answer_whose_passage_never_names_the_asked_qualifier_is_not_verified():
+    # [1] states the answer's 5, but the question asks about version 2's default
+    question = "We run version 2 of the retriever. What is the default k in version 2?"
+    verdict = _checked(question, "`k` defaults to 5 [1].")
+    assert verdict["unnamed"] == ["2"] and verdict["grounded"] is False
+    assert verdict["documents_say"] is True  # stated, so shown: not verified
+    # only the asking sentence's qualifiers count; the scene before it need not be cited
+    verdict = _checked(
+        "We run version 2 of the retriever. What is the default k?", "`k` defaults to 5 [1]."
+    )
+    assert verdict["unnamed"] == [] and verdict["grounded"] is True

@@ -61,7 +61,8 @@ def rag(capsys, *argv: str) -> tuple[int, dict, str]:
 
 
 def test_rollback_and_as_of_answer_from_a_past_version(versioned, models, capsys):
-    models.answer = "The service listens on port 8080 [1]."
+    # an answer each version's page states in part (its Install section): cited either way
+    models.answer = "The service listens on port 8080 [1]. The Install section says so [1]."
     assert "9090" in cited(models)
     code, diff, err = rag(capsys, "collections", "diff", "docs", "1", "2", "--json")
     assert code == 0, err
