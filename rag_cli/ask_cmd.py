@@ -24,6 +24,8 @@ from tools.config import Settings, choices
 from tools.models.factory import check_models
 
 ANSWER_ROLES = ("query", "generator", "verifier")  # the chat models answering a question
+# shown under "the documents do not say": what the documents hold near the question
+CLOSEST_TITLE = "Closest passages (none states the answer)"
 OUTPUT_KEYS = tuple(OutputState.__annotations__)  # the answer object, as the graph defines it
 
 
@@ -129,18 +131,13 @@ def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = Fa
         print("\nReferences:")
         for ref in out["references"]:
             print(f"  {ref}")
-    if out.get("support") and not quiet:
-        print("\nQuoted support:")
-        passages = out.get("passages") or []
-        for item in out["support"]:
-            place = where(passages[item["n"] - 1], item["line"])
-            print(f'  [{item["n"]}] {place}: "{item["quote"]}"')
-    if out.get("closest") and not quiet:
-        print("\nClosest passages (none states the answer):")
-        passages = out.get("passages") or []
-        for item in out["closest"]:
-            place = where(passages[item["n"] - 1], item["line"])
-            print(f'  [{item["n"]}] {place}: "{item["quote"]}"')
+    for key, title in (("support", "Quoted support"), ("closest", CLOSEST_TITLE)):
+        if out.get(key) and not quiet:  # each quote with its place, as the page shows it
+            print(f"\n{title}:")
+            passages = out.get("passages") or []
+            for item in out[key]:
+                place = where(passages[item["n"] - 1], item["line"])
+                print(f'  [{item["n"]}] {place}: "{item["quote"]}"')
     verdict = out.get("verdict") or {}
     guard = out.get("guard") or {}
     if guard.get("verdict") not in (None, "allowed"):
