@@ -99,7 +99,7 @@ def test_the_install_question_is_verified_through_a_real_openai_compatible_serve
 )
 def test_questions_the_corpus_cannot_answer_are_never_verified(data_dir, question):
     out = ask(data_dir, question)
-    assert out["outcome"] in ("abstained", "not_verified"), out
+    assert out["outcome"] in ("not_in_documents", "abstained", "not_verified"), out
 
 
 def test_typical_question_is_answered_and_checked(data_dir):
@@ -159,7 +159,7 @@ def test_first_hour_questions_keep_their_page_and_are_answered(data_dir, questio
         messages = [HumanMessage(history), AIMessage(first["answer"])]
     out = ask(data_dir, question, messages=messages)
     assert kept_sources(data_dir, out) & pages, out["queries"]
-    assert out["outcome"] != "abstained", (out["queries"], out["answer"])
+    assert not out["abstained"], (out["queries"], out["answer"])  # nor "do not say"
     if out["outcome"] == "verified":
         assert cited(out) & pages, out["citations"]
 
@@ -193,7 +193,7 @@ def test_the_guard_lets_an_on_topic_question_through_to_an_answer(data_dir):
     # 0.67 from its page and is refused (docs_corpus/topic-guard.md gives the figures)
     out = ask_guarded(data_dir, "How do I ingest a folder of documents?")
     assert out["guard"]["verdict"] == "allowed", out["guard"]
-    assert "retrieve" in out["timings"] and out["outcome"] != "abstained", out["answer"]
+    assert "retrieve" in out["timings"] and not out["abstained"], out["answer"]
 
 
 def test_a_short_answer_the_verifier_is_sure_of_needs_a_second_opinion(data_dir):
