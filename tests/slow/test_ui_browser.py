@@ -171,7 +171,8 @@ def test_an_opened_citation_highlights_its_quoted_support(ui, browser):
         "To use a server, set\nRAG_GENERATOR_MODEL=openai:gpt-4o-mini@http://127.0.0.1:8000/v1."
     ]
     listed = page.evaluate(
-        "ex => supportList(ex).textContent", {"support": support, "passages": [passage]}
+        "ex => supportList(ex, ex.support, 'support').textContent",
+        {"support": support, "passages": [passage]},
     )
     assert "docs_corpus/models.md, line 31:" in listed
     shot = artifacts() / "ui-quoted-support.png"
