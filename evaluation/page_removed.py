@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
@@ -26,7 +26,7 @@ from evaluation.datasets import read_jsonl
 from evaluation.retrieval import ingest_options
 from evaluation.squad import QAItem
 from ingest.extract import ExtractError, discover, extract_file
-from ingest.pipeline import IngestOptions, Ingestor
+from ingest.pipeline import Ingestor
 from tools.config import Settings
 from tools.store.collection import Collection
 
@@ -119,8 +119,7 @@ def build_collection(
 ) -> dict[str, int]:
     """Ingest ``folder`` without ``removed.page`` into ``removed.collection`` (incremental:
     an existing, complete collection embeds nothing) and return its file and chunk counts."""
-    options = ingest_options(settings)
-    options = IngestOptions(**{**options.__dict__, "exclude": (removed.page,), "prune": True})
+    options = replace(ingest_options(settings), exclude=(removed.page,), prune=True)
     collection = Collection(settings, removed.collection, create=True)
     try:
         report = Ingestor(settings, collection, embedder, options, progress=False).run([folder])

@@ -146,14 +146,8 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         dataset, style = Path(args.questions).name, args.answer_style or settings.answer_style
     overrides: dict[str, Any] = {"collection": collection, "answer_style": style, "k": args.k}
     settings = with_overrides(settings, overrides)
-    log = None
-    if args.out:  # records land here one by one; an interrupted run keeps them
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        log = Path(args.out) / "answers.items.jsonl"
-        log.unlink(missing_ok=True)
-    asked = Collection(settings, collection)
-    version = asked.version  # the collection as it was answered from (as_of, or the latest)
-    asked.close()
+    log = _item_log(args)
+    version = _version(settings, collection)
     report = evaluate_answers(settings, items, judge=args.judge, log=log, services=_services(args))
     report |= {
         "dataset": dataset,
@@ -162,6 +156,26 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         "split": args.split if args.squad is not None or items[0].split else None,
     }
     return _written(args, settings, report, measured_with)
+
+
+def _item_log(args: argparse.Namespace) -> Path | None:
+    """The file each item's record lands in as soon as it is scored (``--out``), emptied
+    first: an interrupted run keeps what it measured."""
+    if not args.out:
+        return None
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    log = Path(args.out) / "answers.items.jsonl"
+    log.unlink(missing_ok=True)
+    return log
+
+
+def _version(settings: Settings, name: str) -> int | None:
+    """The collection's version as it is answered from (as_of, or the latest)."""
+    collection = Collection(settings, name)
+    try:
+        return collection.version
+    finally:
+        collection.close()
 
 
 def _written(
@@ -201,11 +215,7 @@ def _page_removed(args: argparse.Namespace, settings: Settings, measured_with: A
             for g in groups
         ]
     services = _services(args)
-    log = None
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        log = Path(args.out) / "answers.items.jsonl"
-        log.unlink(missing_ok=True)
+    log = _item_log(args)
     records: list[dict[str, Any]] = []
     asked: dict[str, int | None] = {}
     style = args.answer_style or settings.answer_style
@@ -223,9 +233,7 @@ def _page_removed(args: argparse.Namespace, settings: Settings, measured_with: A
         for record in part["items"]:
             record |= {"without": group.page, "collection": group.collection}
         records += part["items"]
-        opened = Collection(scoped, group.collection)
-        asked[group.collection] = opened.version  # as it was answered from
-        opened.close()
+        asked[group.collection] = _version(scoped, group.collection)
     report = {
         "kind": "answers",
         "run_id": part["run_id"],

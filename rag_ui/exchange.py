@@ -80,6 +80,11 @@ def _reason(state: dict[str, Any]) -> str:
     return not_verified(state) if state.get("outcome") == "not_verified" else ""
 
 
+def _placed(quotes: list[dict[str, Any]], passages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each quote with where it is, as `rag ask` prints it (graph/checks/support.py)."""
+    return [{**q, "where": where(passages[q["n"] - 1], q["line"])} for q in quotes]
+
+
 def build_exchange(
     exchange_id: str,
     question: str,
@@ -106,16 +111,9 @@ def build_exchange(
         "verdict": state.get("verdict") or {},
         # the same sentence `rag ask` prints after NOT VERIFIED (graph/checks/explain.py)
         "reason": _reason(state),
-        # each quote with where it is, as `rag ask` prints it (graph/checks/support.py)
-        "support": [
-            {**item, "where": where(passages[item["n"] - 1], item["line"])}
-            for item in state.get("support") or []
-        ],
-        # when the documents do not say: the sentences nearest the question, placed so
-        "closest": [
-            {**item, "where": where(passages[item["n"] - 1], item["line"])}
-            for item in state.get("closest") or []
-        ],
+        "support": _placed(state.get("support") or [], passages),
+        # when the documents do not say: the sentences nearest the question
+        "closest": _placed(state.get("closest") or [], passages),
         "citations": state.get("citations") or [],
         "references": state.get("references") or [],
         "passages": [passage_view(n, p) for n, p in enumerate(passages, 1)],

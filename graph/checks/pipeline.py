@@ -90,7 +90,7 @@ from graph.checks.readings import (
 from graph.checks.support import support_for
 from graph.checks.tuning import SAME_ANSWER_F1, SURE_CLAIM
 from graph.context import context_message
-from graph.results import CheckResult, Support, Verdict
+from graph.results import CheckResult, Verdict
 from tools.answer_check import FirstTokenJudge
 from tools.errors import ModelError
 from tools.text import cited_clauses, qualifiers_missing, quote_of, statements, strip_markers
@@ -147,7 +147,6 @@ class Weighing:
     shown: list[dict[str, Any]] = field(default_factory=list)  # what the verifier read
     answer: str = ""  # the draft without markers of passages it does not read
     context: BaseMessage | None = None
-    quoted: list[Support] = field(default_factory=list)  # each statement's quoted support
 
     def band(self, case: Case) -> tuple[float, float]:
         """Check 5's band: there the yes alone decides nothing."""
@@ -155,11 +154,19 @@ class Weighing:
         threshold = self.verdict["threshold"]
         return min(floor, threshold), max(threshold, case.bars.alone)
 
+    def refused(self) -> bool:
+        """The lexical checks already refuse the answer: a literal its passage lacks, no
+        statement the documents state, or a qualifier no cited passage names. No model
+        is asked about it, and it is not verified."""
+        return (
+            self.failed_literals
+            or not self.verdict.get("documents_say", True)
+            or bool(self.verdict.get("unnamed"))
+        )
+
     def grounded(self) -> bool:
         return (
-            not (self.failed_literals or self.vetoed)
-            and self.verdict.get("documents_say", True)
-            and not self.verdict.get("unnamed")
+            not (self.refused() or self.vetoed)
             and round(self.confidence, 4) >= self.verdict["threshold"]
         )
 
@@ -213,7 +220,6 @@ def _stated(case: Case, w: Weighing) -> CheckResult:
     invented answers apart from right ones (docs_corpus/answering-and-verification.md)."""
     quoted = support_for(case.draft, case.passages, case.question)
     w.verdict["documents_say"] = bool(quoted)
-    w.quoted = quoted
     return CheckResult(check="stated", passed=bool(quoted), facts={"quoted": len(quoted)})
 
 
@@ -224,10 +230,9 @@ def _qualifiers(case: Case, w: Weighing) -> CheckResult:
     fact: the macOS start command for "on FreeBSD", the kea-dhcp4 unit for "which service
     runs the DHCPv4 server" from a page that never says DHCPv4. Such an answer may be
     shown, not verified."""
-    cited = sorted({n for c in case.claims for _, ns in cited_clauses(c) for n in ns})
-    text = "\n".join(
+    text = "\n".join(  # the passages the literal check found cited
         f"{p.get('heading') or ''}\n{p['text']}"
-        for p in (case.passages[n - 1] for n in cited if 1 <= n <= len(case.passages))
+        for p in (case.passages[n - 1] for n in w.verdict["cited"])
     )
     lacking = qualifiers_missing(case.question, text)
     w.verdict["unnamed"] = lacking
@@ -347,10 +352,7 @@ def _always(case: Case, w: Weighing) -> bool:
 
 
 def _model_asked(case: Case, w: Weighing) -> bool:
-    """No model is asked about an answer the lexical checks already refuse."""
-    return not (w.failed_literals or w.verdict.get("unnamed")) and w.verdict.get(
-        "documents_say", True
-    )
+    return not w.refused()
 
 
 # The checks, in the order they run. A check runs when its ``applies`` says so, given
