@@ -93,6 +93,7 @@ def server_key(settings: Settings, workdir: Path) -> tuple[Settings, Path | None
 SERVED = {"graph": ("server.graph_factory", "make_graph"), "app": ("server.app", "app")}
 SERVED |= {"auth": ("server.auth", "auth")}
 GRAPH_ID = "rag"
+SHARED_RUNTIME = "langgraph_runtime_pg"  # the module server/shared_runtime.py serves on
 
 
 def _located(module: str, attribute: str) -> str:
@@ -121,10 +122,14 @@ def server_config(workdir: Path) -> Path:
     return path
 
 
-def server_command(host: str, port: int, config: Path) -> list[str]:
+def server_command(host: str, port: int, config: Path, settings: Settings) -> list[str]:
+    """``langgraph dev`` (in-memory runtime) for one server; the shared runtime's launcher
+    (server/shared_runtime.py) for replicas."""
+    where = ["--host", host, "--port", str(port), "--config", str(config)]
+    if settings.server_runtime == "shared":
+        return [sys.executable, "-m", "server.shared_runtime", *where]
     exe = Path(sys.executable).parent / "langgraph"
-    flags = ["--no-browser", "--no-reload", "--allow-blocking"]
-    return [str(exe), "dev", *flags, "--host", host, "--port", str(port), "--config", str(config)]
+    return [str(exe), "dev", "--no-browser", "--no-reload", "--allow-blocking", *where]
 
 
 def server_env(settings: Settings) -> dict[str, str]:
@@ -137,6 +142,8 @@ def server_env(settings: Settings) -> dict[str, str]:
         else:
             env[key] = str(value.resolve() if isinstance(value, Path) else value)
     env.pop("RAG_CONFIG", None)  # already merged into the values above
+    if settings.server_runtime == "shared":  # the names langgraph-api reads
+        env |= {"DATABASE_URI": settings.database_url, "REDIS_URI": settings.redis_url}
     without_unasked_telemetry(settings, env)
     return env
 
@@ -150,14 +157,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if problem:
         print(f"rag serve: error: {problem}", file=sys.stderr)
         return 2
+    if settings.server_runtime == "shared" and not importlib.util.find_spec(SHARED_RUNTIME):
+        print(
+            "rag serve: error: server_runtime=shared runs on langgraph-runtime-pg, which is "
+            "not installed: pip install --no-deps langgraph-runtime-pg==0.11.1.post1 "
+            "(scripts/bootstrap.sh does)",
+            file=sys.stderr,
+        )
+        return 2
     check_collections(settings)
     settings = answering(args.host, settings)
     workdir = settings.data_dir.resolve() / "server"
     workdir.mkdir(parents=True, exist_ok=True)
     settings, key_file = server_key(settings, workdir)
+    runtime = "shared runtime" if settings.server_runtime == "shared" else "in-process runtime"
     print(
         f"serving the RAG graph at http://{args.host}:{args.port} "
-        f"(assistant 'rag'; data in {settings.data_dir.resolve()}); Ctrl-C stops",
+        f"(assistant 'rag'; {runtime}; data in {settings.data_dir.resolve()}); Ctrl-C stops",
         flush=True,
     )
     if warning := thresholds_for(settings, first_reading(settings.verifier_confidence)).warning:
@@ -171,7 +187,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # SIGTERM (a service manager, a test's teardown) stops the server like Ctrl-C does,
     # so the langgraph child never outlives this process
     signal.signal(signal.SIGTERM, _interrupt)
-    command = server_command(args.host, args.port, server_config(workdir))
+    command = server_command(args.host, args.port, server_config(workdir), settings)
     proc = subprocess.Popen(command, cwd=workdir, env=server_env(settings))
     try:
         return proc.wait()

@@ -42,12 +42,13 @@ from graph.draft import DRAFT, DRAFT_RESET, STEP, StepClock
 from graph.services import Services
 from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, check_comment, flag_store
-from rag_ui.sessions import Session, Sessions
+from rag_ui.sessions import Session, SessionRecords, Sessions
 from rag_ui.token import RequireToken
 from server.app import check_run_request
 from server.http_guard import HttpGuard, parse_json
 from tools import tracing
 from tools.config import OPERATOR, Settings, choices
+from tools.store.backends import backend
 from tools.store.collection import list_collections
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,8 @@ class ChatApp:
         self.services = services
         checkpointer = InMemorySaver()
         self.graph = build_graph(checkpointer=checkpointer)
-        self.sessions = Sessions(checkpointer, settings.data_dir.resolve() / "ui" / "sessions")
+        records = SessionRecords(**backend(settings).sessions_location(settings))
+        self.sessions = Sessions(checkpointer, records)
         self.flags = flag_store(settings)
 
     def _session(self, body: dict[str, Any]) -> Session:

@@ -1,12 +1,14 @@
 """Conversations of the chat page: one graph thread per browser tab, bounded in memory,
-kept on disk so a restart of `rag ui` loses none.
+kept so a restart of `rag ui` loses none.
 
 History lives in the graph's own checkpointer (the thread mechanism `rag chat` uses),
 so a follow-up is rephrased by the graph's rephrase step exactly as everywhere else.
 The page keeps each session's recent exchanges here too, so a flag stores what the
 server produced, not what a browser claims it was shown. Each session's exchanges are
-also written to ``<data_dir>/ui/sessions/ID.json`` (owner-only): after a restart the
-conversation is read back and its turns become the graph's history again.
+also saved (``SessionRecords``): in ``<data_dir>/ui/sessions/ID.json`` (owner-only) on
+the embedded store, in the table ``rag_ui_sessions`` of the collections' database with
+``store = postgres``, so any `rag ui` process on that database continues a conversation
+another began. A session read back has its turns become the graph's history again.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+
+from tools.store.postgres import connect
 
 MAX_SESSIONS = 200
 MAX_EXCHANGES = 50  # per session: older ones can no longer be flagged
@@ -51,14 +56,88 @@ class Session:
         return turns
 
 
+POSTGRES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS public.rag_ui_sessions (
+    id TEXT PRIMARY KEY,
+    exchanges TEXT NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)"""
+
+
+class SessionRecords:
+    """Where sessions are saved: a folder of JSON files, or a table in PostgreSQL
+    (``tools.store.backends``' ``sessions_location`` says which). The newest
+    ``MAX_SAVED`` are kept."""
+
+    def __init__(self, folder: Path | None = None, *, database_url: str = "") -> None:
+        self.folder = folder
+        self._url = database_url
+
+    def write(self, session_id: str, exchanges: list[dict[str, Any]]) -> None:
+        payload = json.dumps({"exchanges": exchanges})
+        if self._url:
+            with closing(connect(self._url)) as con, con.transaction():
+                # IF NOT EXISTS alone races another server's first session
+                con.execute("SELECT pg_advisory_xact_lock(hashtext('rag_ui_sessions'))")
+                con.execute(POSTGRES_SCHEMA)
+                con.execute(
+                    "INSERT INTO public.rag_ui_sessions (id, exchanges) VALUES (%s, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET exchanges = EXCLUDED.exchanges, "
+                    "updated_at = now()",
+                    (session_id, payload),
+                )
+                con.execute(
+                    "DELETE FROM public.rag_ui_sessions WHERE id NOT IN (SELECT id FROM "
+                    "public.rag_ui_sessions ORDER BY updated_at DESC LIMIT %s)",
+                    (MAX_SAVED,),
+                )
+            return
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{session_id}.json"
+        partial = path.with_suffix(".partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(payload)
+        partial.replace(path)
+        saved = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        for old in saved[:-MAX_SAVED]:
+            old.unlink(missing_ok=True)
+
+    def read(self, session_id: str) -> list[dict[str, Any]] | None:
+        """The saved exchanges, or None when there are none (or they cannot be read:
+        the page then starts a new conversation)."""
+        try:
+            if self._url:
+                with closing(connect(self._url)) as con:
+                    exists = con.execute("SELECT to_regclass('public.rag_ui_sessions')")
+                    if exists.fetchone()[0] is None:
+                        return None
+                    row = con.execute(
+                        "SELECT exchanges FROM public.rag_ui_sessions WHERE id = %s",
+                        (session_id,),
+                    ).fetchone()
+                text = row[0] if row else None
+            else:
+                path = self.folder / f"{session_id}.json" if self.folder else None
+                text = path.read_text(encoding="utf-8") if path and path.is_file() else None
+            return None if text is None else list(json.loads(text)["exchanges"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
 class Sessions:
     """Live sessions, least recently used evicted first (with their graph thread)."""
 
     def __init__(
-        self, checkpointer: InMemorySaver, folder: Path | None = None, limit: int = MAX_SESSIONS
+        self,
+        checkpointer: InMemorySaver,
+        records: SessionRecords | None = None,
+        limit: int = MAX_SESSIONS,
     ) -> None:
         self.checkpointer = checkpointer
-        self.folder = folder
+        self.records = records or SessionRecords()
         self.limit = limit
         self._items: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
@@ -87,28 +166,13 @@ class Sessions:
             return session
 
     def save(self, session: Session) -> None:
-        """Write the session's exchanges (atomically, readable by the owner only)."""
-        if self.folder is None:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{session.id}.json"
-        partial = path.with_suffix(".partial")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"exchanges": list(session.exchanges.values())}, out)
-        partial.replace(path)
-        saved = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
-        for old in saved[:-MAX_SAVED]:
-            old.unlink(missing_ok=True)
+        """Save the session's exchanges (``SessionRecords``)."""
+        self.records.write(session.id, list(session.exchanges.values()))
 
     def _load(self, session_id: str) -> Session | None:
-        path = self.folder / f"{session_id}.json" if self.folder else None
-        if path is None or not path.is_file():
+        saved = self.records.read(session_id)
+        if saved is None:
             return None
-        try:
-            saved = json.loads(path.read_text(encoding="utf-8"))["exchanges"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # unreadable: the page starts a new conversation
         session = Session(session_id, restored=True)
         for exchange in saved:
             session.remember(exchange)

@@ -30,7 +30,8 @@ if [ -n "${TORCH_INDEX:-}" ]; then
         "$(sed -n 's/^\(torch==[^ ;]*\).*/\1/p' requirements.lock)"
 fi
 
-stamp=".venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-12)-$(basename "$LLAMA_DIR")"
+RUNTIME_PG="langgraph-runtime-pg==0.11.1.post1"
+stamp=".venv/.installed-$( (cat pyproject.toml requirements.lock; echo "$RUNTIME_PG") | sha256sum | cut -c1-12)-$(basename "$LLAMA_DIR")"
 if [ ! -f "$stamp" ]; then
     step "installing the project and its dependencies into .venv"
     links=(--find-links "$LLAMA_DIR")
@@ -39,6 +40,8 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/pip install --progress-bar on "${links[@]}" -c requirements.lock -e '.[dev]'
     # a llama-cpp-python of the same version built with other flags counts as installed
     .venv/bin/pip install --no-deps --force-reinstall --progress-bar on "$LLAMA_WHEEL"
+    # the shared server runtime, without its pin of an older langgraph-api (pyproject.toml)
+    .venv/bin/pip install --no-deps --progress-bar on "$RUNTIME_PG"
     rm -f .venv/.installed-*
     touch "$stamp"
 fi

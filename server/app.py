@@ -196,7 +196,7 @@ class ValidateRuns(BaseHTTPMiddleware):
         if route in (Route.RUN, Route.CREATE_THREAD):
             new_thread = route is Route.CREATE_THREAD or not path.startswith("/threads/")
             new_thread |= isinstance(body, dict) and body.get("if_not_exists") == "create"
-            usage = await usage_of(client)
+            usage = await usage_of(client, base)
             is_run = route is Route.RUN
             if refusal := quota_problem(usage, base, new_thread=new_thread, run=is_run):
                 return _refused(refusal)

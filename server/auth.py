@@ -21,7 +21,7 @@ from typing import Any
 from langgraph_sdk import Auth
 
 from graph.configuration import service_settings
-from server.quotas import metadata_total_problem, reserve_run
+from server.quotas import metadata_total_problem, reserve_run, thread_metadata
 from tools.config import client_of
 
 API_KEY_HEADER = b"x-api-key"
@@ -70,30 +70,43 @@ async def update_own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[st
     if value.get("action") is None and value.get("metadata") is None:
         _refuse(404, "writing a thread's state is not served here")
     if value.get("action") is None:  # PATCH /threads/ID: merged into what the thread holds
-        from langgraph_runtime_inmem.database import connect  # the server's runtime
-
-        async with connect() as conn:
-            thread = next(
-                (
-                    t
-                    for t in conn.store["threads"]
-                    if str(t["thread_id"]) == str(value.get("thread_id"))
-                ),
-                None,
-            )
-        current = (thread or {}).get("metadata")
-        if refusal := metadata_total_problem(current, value["metadata"], service_settings()):
+        settings = service_settings()
+        current = await thread_metadata(str(value.get("thread_id")), settings)
+        if refusal := metadata_total_problem(current, value["metadata"], settings):
             _refuse(refusal.status, refusal.detail)
         return _stamp(ctx, value)
     return {"owner": ctx.user.identity}  # cancel: its metadata names runs, not the owner
+
+
+def _plain_user(value: Any) -> None:
+    """The run's copy of the client as a plain dict. The server puts its user object in
+    the run's config; the shared runtime stores a run's kwargs as JSON, which cannot
+    hold that object (every run failed with a 500), and the worker turns a dict with an
+    ``identity`` back into a user (langgraph_api.auth.custom.normalize_user)."""
+    kwargs = value.get("kwargs") if isinstance(value, dict) else None
+    configurable = ((kwargs or {}).get("config") or {}).get("configurable") or {}
+    user = configurable.get("langgraph_auth_user")
+    if user is not None and not isinstance(user, dict):
+        configurable["langgraph_auth_user"] = {
+            "identity": user.identity,
+            "display_name": user.display_name,
+            "is_authenticated": True,
+        }
 
 
 @auth.on.threads.create_run
 async def runs_within_quota(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Owned like any thread write, and within the client's cap on active runs."""
     owner = _stamp(ctx, value)
+    _plain_user(value)
+    settings = service_settings()
+    thread_id = value.get("thread_id")
+    if thread_id is not None:  # another client's thread: refused before any place is held
+        metadata = await thread_metadata(str(thread_id), settings)
+        if metadata is not None and metadata.get("owner") != ctx.user.identity:
+            _refuse(404, f"Thread {thread_id} not found")
     run_id = str(value.get("run_id") or id(value))
-    if refusal := await reserve_run(ctx.user.identity, run_id, service_settings()):
+    if refusal := await reserve_run(ctx.user.identity, run_id, settings):
         _refuse(refusal.status, refusal.detail, refusal.retry_after_s)
     return owner
 

@@ -1,7 +1,8 @@
 """What each client of a shared server holds, and the quotas that bound it.
 
-The LangGraph server keeps threads and runs in its in-memory runtime, in this process;
-every thread carries its creator in ``metadata.owner`` (server/auth.py). A client's
+The LangGraph server keeps threads and runs in its runtime: in memory, in this process,
+or shared by every replica in PostgreSQL (server/shared_records.py reads those); every
+thread carries its creator in ``metadata.owner`` (server/auth.py). A client's
 usage is read from there when it asks for more: its threads, its runs pending or
 running (on its threads: a run has the thread's owner), and the bytes its thread
 records, its run records and its threads' checkpoint history hold. Quotas refuse with
@@ -114,12 +115,32 @@ def _usage(store: dict[str, Any], client: str) -> Usage:
     return Usage(len(threads), active, stored)
 
 
-async def usage_of(client: str) -> Usage:
-    """The client's share of the in-memory runtime's threads, runs and checkpoints."""
+async def usage_of(client: str, settings: Settings) -> Usage:
+    """The client's share of the runtime's threads, runs and checkpoints: this process's
+    in-memory runtime, or the replicas' shared one (server/shared_records.py)."""
+    if settings.server_runtime == "shared":
+        from server import shared_records
+
+        return Usage(*await shared_records.owned(client))
     from langgraph_runtime_inmem.database import connect  # the server's runtime, not ours
 
     async with connect() as conn:
         return _usage(conn.store, client)
+
+
+async def thread_metadata(thread_id: str, settings: Settings) -> dict[str, Any] | None:
+    """The metadata a thread holds in the runtime, or None when there is no such thread."""
+    if settings.server_runtime == "shared":
+        from server import shared_records
+
+        return await shared_records.thread_metadata(thread_id)
+    from langgraph_runtime_inmem.database import connect  # the server's runtime, not ours
+
+    async with connect() as conn:
+        for thread in conn.store["threads"]:
+            if str(thread["thread_id"]) == str(thread_id):
+                return thread.get("metadata")
+    return None
 
 
 _reserved: dict[str, dict[str, float]] = {}  # client -> run id -> when reserved
@@ -128,11 +149,17 @@ _reserved: dict[str, dict[str, float]] = {}  # client -> run id -> when reserved
 async def reserve_run(client: str, run_id: str, settings: Settings) -> Refusal | None:
     """Count the client's active runs and, if one more is allowed, reserve its place:
     atomic on the server's event loop (nothing between the count and the reservation
-    awaits). The reservation ends when the run appears in the runtime's records."""
+    awaits), or across replicas in one locked transaction (shared runtime). The
+    reservation ends when the run appears in the runtime's records."""
+    cap = settings.client_max_active_runs
+    if settings.server_runtime == "shared":
+        from server import shared_records
+
+        active = await shared_records.reserve(client, run_id, cap, RESERVATION_TTL_S)
+        return None if active is None else _too_many_runs(active)
     from langgraph_runtime_inmem.database import connect  # the server's runtime, not ours
 
     async with connect() as conn:
-        cap = settings.client_max_active_runs
         return reserve(conn.store, _reserved, client, run_id, cap, time.monotonic())
 
 

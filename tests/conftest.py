@@ -24,7 +24,7 @@ def settings() -> Settings:
 
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory):
-    from tests.postgres import LocalPostgres
+    from bench.local_service import LocalPostgres
 
     server = LocalPostgres(tmp_path_factory.mktemp("pgdata") / "pg")
     yield server

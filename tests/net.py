@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from bench.local_service import RoundRobinProxy, free_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = ["JsonServer", "RoundRobinProxy", "free_port"]
 
 
 class JsonServer:

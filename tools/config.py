@@ -466,6 +466,17 @@ class ServerSettings(_Section):
         description="Comma-separated web origins (https://app.example) whose pages may call "
         "the servers; others get a 403. Empty: only the server's own origin.",
     )
+    server_runtime: Literal["process", "shared"] = Field(
+        "process",
+        description="Where `rag serve` keeps its HTTP threads, runs and run queue: process "
+        "(in memory, one server) or shared (PostgreSQL at database_url plus Redis at "
+        "redis_url, so several `rag serve` replicas behind a load balancer share them).",
+    )
+    redis_url: str = Field(
+        "",
+        description="Redis or Valkey URL for server_runtime = shared (redis://HOST:6379/0): "
+        "run streams, cancellation and the liveness of each replica's runs.",
+    )
 
 
 class TracingSettings(_Section):
@@ -559,6 +570,20 @@ class Settings(
         for holds, message in STORE_NEEDS.get(self.store, ()):
             if not holds(self):
                 raise ValueError(message)
+        return self
+
+    @model_validator(mode="after")
+    def _runtime_has_what_it_needs(self) -> Settings:
+        if self.server_runtime == "shared" and self.store != "postgres":
+            raise ValueError(
+                "server_runtime=shared keeps the servers' threads and runs in PostgreSQL: set "
+                "RAG_STORE=postgres and RAG_DATABASE_URL too"
+            )
+        if self.server_runtime == "shared" and not self.redis_url.strip():
+            raise ValueError(
+                "server_runtime=shared needs redis_url: set RAG_REDIS_URL=redis://HOST:6379/0 "
+                "(Redis or Valkey)"
+            )
         return self
 
     @model_validator(mode="after")

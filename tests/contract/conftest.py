@@ -1,6 +1,6 @@
 """Every store backend runs the same contract suite: embedded Chroma, a real ``chroma run``
 server started on 127.0.0.1 for the session, and a real PostgreSQL with pgvector
-(tests/postgres.py), a fresh database per test."""
+(bench/local_service.py), a fresh database per test."""
 
 from __future__ import annotations
 

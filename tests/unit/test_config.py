@@ -121,6 +121,16 @@ def test_the_postgres_store_needs_a_url_and_no_chroma_server(tmp_path):
         )
 
 
+def test_the_shared_server_runtime_needs_postgres_and_a_redis_url(tmp_path):
+    with pytest.raises(ValueError, match="set RAG_STORE=postgres"):
+        load_settings({"data_dir": tmp_path, "server_runtime": "shared"})
+    postgres = {"data_dir": tmp_path, "store": "postgres", "database_url": "postgresql://h/db"}
+    with pytest.raises(ValueError, match="RAG_REDIS_URL=redis://"):
+        load_settings(postgres | {"server_runtime": "shared"})
+    shared = load_settings(postgres | {"server_runtime": "shared", "redis_url": "redis://:pw@h"})
+    assert "pw" not in str(masked(shared)["redis_url"])
+
+
 def test_a_database_password_is_never_shown(tmp_path):
     url = "postgresql://rag:s3cr@t:x@db.example:5432/rag"
     settings = load_settings({"data_dir": tmp_path, "store": "postgres", "database_url": url})

@@ -322,23 +322,6 @@ def test_a_conversation_survives_a_restart_of_rag_ui(corpus_env, models):
     assert second.get("/api/sessions/not-a-session-id").status_code == 404
 
 
-def test_sessions_read_back_from_disk_count_against_the_limit(tmp_path):
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from rag_ui.sessions import Sessions
-
-    writer = Sessions(InMemorySaver(), tmp_path)
-    ids = []
-    for n in range(3):
-        session = writer.new()
-        session.remember({"id": f"e{n}", "question": "q", "answer": "a"})
-        writer.save(session)
-        ids.append(session.id)
-    reader = Sessions(InMemorySaver(), tmp_path, limit=2)  # after a restart
-    assert all(reader.get(i).restored for i in ids)
-    assert len(reader._items) == 2 and list(reader._items) == ids[1:]
-
-
 def test_the_prompt_says_how_its_passage_numbers_became_the_answers(client, models):
     same = ask(client, new_session(client))["exchange"]
     assert same["prompt_note"] == ""  # the answer cites [1]: nothing was renumbered

@@ -75,6 +75,10 @@ class Backend(Protocol):
         """The arguments of ``rag_ui.flags.FlagStore`` for this store."""
         ...
 
+    def sessions_location(self, settings: Settings) -> dict[str, Any]:
+        """The arguments of ``rag_ui.sessions.SessionRecords`` for this store."""
+        ...
+
     def check(self, settings: Settings) -> dict[str, Any]:
         """``rag doctor``'s line: store, where, error (None when it answers), detail."""
         ...
@@ -143,6 +147,9 @@ class Embedded:
     def flags_location(self, settings: Settings) -> dict[str, Any]:
         return {"path": settings.data_dir.resolve() / "flags.sqlite"}
 
+    def sessions_location(self, settings: Settings) -> dict[str, Any]:
+        return {"folder": settings.data_dir.resolve() / "ui" / "sessions"}
+
     def check(self, settings: Settings) -> dict[str, Any]:
         where = str(settings.data_dir.resolve())
         return {"store": self.name, "where": where, "error": None, "detail": "files"}
@@ -208,6 +215,9 @@ class Postgres:
             conn.close()
 
     def flags_location(self, settings: Settings) -> dict[str, Any]:
+        return {"database_url": settings.database_url}
+
+    def sessions_location(self, settings: Settings) -> dict[str, Any]:
         return {"database_url": settings.database_url}
 
     def check(self, settings: Settings) -> dict[str, Any]:

@@ -1,0 +1,42 @@
+"""The chat page's saved conversations on every store: files under data_dir on the
+embedded stores, a table of the collections' database with store = postgres (so any
+`rag ui` on that database continues a conversation another began)."""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from rag_ui.sessions import MAX_EXCHANGES, SessionRecords, Sessions
+from tools.store.backends import backend
+
+
+def _records(settings) -> SessionRecords:
+    return SessionRecords(**backend(settings).sessions_location(settings))
+
+
+def test_sessions_saved_by_one_process_are_read_back_by_another(backend_settings):
+    writer = Sessions(InMemorySaver(), _records(backend_settings))
+    ids = []
+    for n in range(3):
+        session = writer.new()
+        session.remember({"id": f"e{n}", "question": f"q{n}", "answer": f"a{n} é"})
+        writer.save(session)
+        ids.append(session.id)
+    # another process (a restart, or another `rag ui` on the same database)
+    reader = Sessions(InMemorySaver(), _records(backend_settings), limit=2)
+    restored = [reader.get(i) for i in ids]
+    assert all(s is not None and s.restored for s in restored)
+    assert [list(s.exchanges) for s in restored] == [["e0"], ["e1"], ["e2"]]
+    assert restored[2].history()[1].content == "a2 é"
+    assert len(reader._items) == 2 and list(reader._items) == ids[1:]  # restored count too
+
+
+def test_a_session_saved_again_is_replaced_and_an_unknown_one_is_none(backend_settings):
+    sessions = Sessions(InMemorySaver(), _records(backend_settings))
+    session = sessions.new()
+    assert _records(backend_settings).read(session.id) is None  # nothing saved yet
+    for n in range(MAX_EXCHANGES + 2):
+        session.remember({"id": f"e{n}", "question": "q", "answer": "a"})
+        sessions.save(session)
+    saved = _records(backend_settings).read(session.id)
+    assert [e["id"] for e in saved] == [f"e{n}" for n in range(2, MAX_EXCHANGES + 2)]
