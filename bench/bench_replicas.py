@@ -147,6 +147,7 @@ def _runs_by_thread(database_url: str) -> dict[str, list[str]]:
 def run_setup(
     name: str, database_url: str, redis_url: str, folder: Path, questions: int, clients: int
 ) -> dict[str, Any]:
+    folder.mkdir(parents=True, exist_ok=True)
     env = smollm2_env(folder / "data", **_settings(database_url, redis_url))
     env["RAG_LLM_MAX_TOKENS"] = "64"
     replicas = [Replica(env, folder / f"replica{n}.log") for n in range(2 if name == "two" else 1)]
@@ -159,6 +160,7 @@ def run_setup(
     errors: list[str] = []
     lock = threading.Lock()
     restarted = threading.Event()
+    restarts: list[threading.Thread] = []
 
     def client() -> None:
         while True:
@@ -171,15 +173,16 @@ def run_setup(
                 results.append(result)
                 halfway = len(results) >= questions // 2
             if name == "two" and halfway and not restarted.is_set():
-                restarted.set()
-                replicas[1].stop()  # stopped and started again while the others ask
-                replicas[1].start()
+                restarted.set()  # stopped and started again while every client asks
+                restart = threading.Thread(target=lambda: (replicas[1].stop(), replicas[1].start()))
+                restart.start()
+                restarts.append(restart)
 
     started = time.monotonic()
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for thread in threads:
         thread.start()
-    for thread in threads:
+    for thread in threads + restarts:
         thread.join()
     elapsed = time.monotonic() - started
     proxy.__exit__()

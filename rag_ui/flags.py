@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 
 from tools.config import Settings, redacted_url
 from tools.store.backends import BACKENDS, backend
-from tools.store.postgres import connect, question_marks
+from tools.store.postgres import borrowed, question_marks
 
 MAX_COMMENT_CHARS = 2000
 COLUMNS = """
@@ -86,7 +86,7 @@ class FlagStore:
         parameter on either database."""
         if self._url:
             # the store's own connect: its errors name RAG_DATABASE_URL, never the password
-            with closing(connect(self._url)) as con, con.transaction():
+            with borrowed(self._url) as con, con.transaction():
                 con.row_factory = dict_row
                 # IF NOT EXISTS alone races another server's first flag
                 con.execute("SELECT pg_advisory_xact_lock(hashtext('rag_flags'))")

@@ -19,7 +19,6 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from tools.store.postgres import connect
+from tools.store.postgres import borrowed
 
 MAX_SESSIONS = 200
 MAX_EXCHANGES = 50  # per session: older ones can no longer be flagged
@@ -76,7 +75,7 @@ class SessionRecords:
     def write(self, session_id: str, exchanges: list[dict[str, Any]]) -> None:
         payload = json.dumps({"exchanges": exchanges})
         if self._url:
-            with closing(connect(self._url)) as con, con.transaction():
+            with borrowed(self._url) as con, con.transaction():
                 # IF NOT EXISTS alone races another server's first session
                 con.execute("SELECT pg_advisory_xact_lock(hashtext('rag_ui_sessions'))")
                 con.execute(POSTGRES_SCHEMA)
@@ -110,7 +109,7 @@ class SessionRecords:
         the page then starts a new conversation)."""
         try:
             if self._url:
-                with closing(connect(self._url)) as con:
+                with borrowed(self._url) as con:
                     exists = con.execute("SELECT to_regclass('public.rag_ui_sessions')")
                     if exists.fetchone()[0] is None:
                         return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from starlette import routing
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -45,6 +46,7 @@ from tools.config import (
     request_overrides,
 )
 from tools.store.collection import as_of_problem, list_collections
+from tools.store.postgres import DatabaseError
 
 # what a run's top-level ``config`` may hold: anything else (a setting put beside
 # ``configurable``) would be stored in the thread's record and break reading it back
@@ -218,6 +220,29 @@ class RequireApiKey(BaseHTTPMiddleware):
         return await call_next(request)
 
 
+# What a request meets while the database (or the shared runtime's Redis) is down or
+# restarting: each is a 503 with Retry-After, not a 500.
+UNREACHABLE: tuple[type[BaseException], ...] = (DatabaseError, psycopg.OperationalError)
+RETRY_AFTER_S = 5
+
+
+class DatabaseDown(BaseHTTPMiddleware):
+    """While the database cannot be reached: a 503 that says so, with ``Retry-After``.
+    Nothing needs a restart afterwards: pooled connections are checked before they are
+    lent (tools/store/postgres.py), and an open collection whose connection died is
+    opened again (Collection.outdated)."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        try:
+            return await call_next(request)
+        except UNREACHABLE as exc:
+            return JSONResponse(
+                {"detail": f"the service's database cannot be reached, retry shortly: {exc}"},
+                503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+
+
 async def healthz(_: Request) -> JSONResponse:
     """Up or not, and nothing else: collection names are for the clients that may read them."""
     return JSONResponse({"ok": True})
@@ -226,6 +251,7 @@ async def healthz(_: Request) -> JSONResponse:
 app = Starlette(routes=[routing.Route("/healthz", healthz)])
 app.add_middleware(ValidateRuns)
 app.add_middleware(RequireApiKey)
+app.add_middleware(DatabaseDown)
 app.add_middleware(  # added last, so it runs first
     HttpGuard,
     settings=service_settings,

@@ -32,6 +32,11 @@ def postgres_server(tmp_path_factory):
 
 
 @pytest.fixture
-def database_url(postgres_server) -> str:
-    """A fresh database on the session's real PostgreSQL, for ``store = postgres``."""
-    return postgres_server.new_database()
+def database_url(postgres_server):
+    """A fresh database on the session's real PostgreSQL, for ``store = postgres``; this
+    process's pooled connections to it are closed after the test (as at a process's end),
+    so a session of many databases never holds idle connections to all of them."""
+    from tools.store.postgres import close_pools
+
+    yield postgres_server.new_database()
+    close_pools()

@@ -346,3 +346,21 @@ def test_no_response_of_the_server_may_be_framed(client):
     for response in (client.get("/healthz"), run(client, {"k": 4}), run(client, {"k": 99})):
         assert response.headers["x-frame-options"] == "DENY"
         assert response.headers["content-security-policy"] == "frame-ancestors 'none'"
+
+
+def test_a_database_that_cannot_be_reached_is_a_503_with_retry_after():
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from server.app import DatabaseDown
+    from tools.store.postgres import DatabaseError
+
+    def down(_request):
+        raise DatabaseError("no connection to the database at postgresql://h/db within 10 s")
+
+    app = Starlette(routes=[Route("/runs/wait", down, methods=["POST"])])
+    app.add_middleware(DatabaseDown)
+    reply = TestClient(app).post("/runs/wait", json={})
+    assert reply.status_code == 503 and reply.headers["Retry-After"] == "5"
+    assert "cannot be reached" in reply.json()["detail"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fcntl
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -173,7 +173,7 @@ class Postgres:
         return "the database"
 
     def names(self, settings: Settings) -> list[str]:
-        with closing(pg.connect(settings.database_url)) as conn:
+        with pg.borrowed(settings.database_url) as conn:
             return pg.collection_names(conn)
 
     def manifest(self, settings: Settings, name: str) -> PgManifest:
@@ -192,12 +192,12 @@ class Postgres:
     def drop(self, settings: Settings, name: str) -> None:
         with (
             self.writer_lock(settings, name),
-            closing(pg.connect(settings.database_url)) as conn,
+            pg.borrowed(settings.database_url) as conn,
         ):
             pg.drop(conn, name)
 
     def drop_snapshots(self, settings: Settings, name: str) -> None:
-        with closing(pg.connect(settings.database_url)) as conn:
+        with pg.borrowed(settings.database_url) as conn:
             pg.drop_snapshots(conn, name)
 
     @contextmanager
@@ -223,7 +223,7 @@ class Postgres:
     def check(self, settings: Settings) -> dict[str, Any]:
         where = redacted_url(settings.database_url)
         try:
-            with closing(pg.connect(settings.database_url)) as conn:
+            with pg.borrowed(settings.database_url) as conn:
                 server = conn.execute("SHOW server_version").fetchone()[0]
                 vector = conn.execute(
                     "SELECT extversion FROM pg_extension WHERE extname = 'vector'"

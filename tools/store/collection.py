@@ -214,7 +214,7 @@ class Collection:
         """Manifest and vectors in the collection's schema; a commit by any process is
         visible to every other at once, so nothing here tracks who committed what."""
         url = settings.database_url
-        with closing(pg.connect(url)) as conn:
+        with pg.borrowed(url) as conn:
             if create:
                 pg.register(conn, self.name)
             elif not pg.registered(conn, self.name):

@@ -35,6 +35,7 @@ def version_snapshot(
 ) -> str:
     """The schema holding ``collection`` as it was after ``version`` (made if missing)."""
     target, source = schema_name(collection, version), schema_name(collection)
+    # its own connection, not a pooled one: the session-level lock below ends with it
     with closing(connect(url)) as conn:
         if schema_exists(conn, target):
             return target

@@ -11,11 +11,15 @@ backend copies its manifest file.
 
 from __future__ import annotations
 
+import atexit
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tools.config import ConfigError, redacted_url
 from tools.documents import short_hash
@@ -47,18 +51,92 @@ def connect(url: str) -> psycopg.Connection:
             "check RAG_DATABASE_URL and that the server runs"
         ) from None
     try:
+        _ready(conn)
+    except DatabaseError:
+        conn.close()
+        raise
+    return conn
+
+
+def _ready(conn: psycopg.Connection) -> None:
+    """pgvector and the collection registry in the database, made on first use."""
+    try:
         if not conn.execute(_READY).fetchone()[0]:
             with conn.transaction():  # IF NOT EXISTS still races a second first-time caller
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("", "setup"),))
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 conn.execute(_REGISTRY)
     except psycopg.Error as exc:
-        conn.close()
+        where = redacted_url(conn.info.dsn)
         raise DatabaseError(
-            f"the database at {redacted_url(url)} has no pgvector and this user cannot add it "
+            f"the database at {where} has no pgvector and this user cannot add it "
             f"({_first_line(exc)}); run CREATE EXTENSION vector as its owner"
         ) from None
-    return conn
+
+
+# Short-lived work (the collection registry, flags, chat sessions, snapshots) borrows
+# from one bounded pool per database and process, instead of a connection per request.
+# A collection's open handle keeps its own two (manifest and vectors: they carry session
+# settings), and so does a held writer lock (a session-level advisory lock).
+POOL_MAX = 4
+POOL_WAIT_S = 10.0
+_pools: dict[str, ConnectionPool] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(url: str) -> ConnectionPool:
+    with _pools_lock:
+        if url not in _pools:
+            _pools[url] = ConnectionPool(
+                url,
+                kwargs={"autocommit": True, "connect_timeout": 10},
+                min_size=0,
+                max_size=POOL_MAX,
+                configure=_ready,
+                check=ConnectionPool.check_connection,  # a restart's dead ones are replaced
+                reset=_reset,
+                max_idle=60,
+                name="rag-store",
+                open=True,
+            )
+        return _pools[url]
+
+
+def _reset(conn: psycopg.Connection) -> None:
+    """A returned connection as the next borrower expects it: tuples, default settings."""
+    conn.row_factory = tuple_row
+    conn.execute("RESET ALL")
+
+
+@contextmanager
+def borrowed(url: str, wait_s: float = POOL_WAIT_S) -> Iterator[psycopg.Connection]:
+    """An autocommit connection from this process's pool for ``url``, returned at the end
+    of the block; when the database cannot be reached within ``wait_s``, a
+    DatabaseError that says so (the servers answer it with a 503)."""
+    try:
+        with _pool(url).connection(timeout=wait_s) as conn:
+            yield conn
+    except PoolTimeout:
+        raise DatabaseError(
+            f"no connection to the database at {redacted_url(url)} within {wait_s:g} s; "
+            "check RAG_DATABASE_URL and that the server runs"
+        ) from None
+    except psycopg.OperationalError as exc:  # the database went away during the block
+        raise DatabaseError(
+            f"the database at {redacted_url(url)} went away ({_first_line(exc)}); retry"
+        ) from None
+
+
+def close_pools() -> None:
+    """Close every pool of this process (its end; a test that drops its database)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+
+
+atexit.register(close_pools)
 
 
 def _first_line(exc: BaseException) -> str:
