@@ -43,6 +43,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as bench/bench_replicas.py
 from bench.local_service import (
+    DOCS_QUESTIONS,
     RAG,
     LocalPostgres,
     LocalValkey,
@@ -54,18 +55,6 @@ from bench.local_service import (
 )
 
 KEY = "k" * 32
-QUESTIONS = [
-    "What does rag doctor do?",
-    "How do I switch the answer generator to an OpenAI-compatible server?",
-    "Which setting controls how long a model call may take?",
-    "What does the window retrieval strategy do?",
-    "How do I see the trace of an answer?",
-    "How are documents split into chunks?",
-    "What happens when the verifier rejects an answer?",
-    "How do I remove files that no longer exist from a collection?",
-    "Which embedding model is used by default?",
-    "How do I start the server?",
-]
 HEADERS = {"X-API-Key": KEY}
 
 
@@ -155,7 +144,7 @@ def run_setup(
         replica.start()
     proxy = RoundRobinProxy([("127.0.0.1", r.port) for r in replicas]).__enter__()
     url = proxy.url if name == "two" else replicas[0].url
-    todo = [QUESTIONS[n % len(QUESTIONS)] for n in range(questions)]
+    todo = [DOCS_QUESTIONS[n % len(DOCS_QUESTIONS)] for n in range(questions)]
     results: list[tuple[str, float, bool]] = []
     errors: list[str] = []
     lock = threading.Lock()

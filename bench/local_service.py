@@ -20,6 +20,19 @@ import psycopg
 
 REPO = Path(__file__).resolve().parents[1]
 RAG = str(Path(sys.executable).parent / "rag")
+# questions docs_corpus answers, for the load benchmarks
+DOCS_QUESTIONS = [
+    "What does rag doctor do?",
+    "How do I switch the answer generator to an OpenAI-compatible server?",
+    "Which setting controls how long a model call may take?",
+    "What does the window retrieval strategy do?",
+    "How do I see the trace of an answer?",
+    "How are documents split into chunks?",
+    "What happens when the verifier rejects an answer?",
+    "How do I remove files that no longer exist from a collection?",
+    "Which embedding model is used by default?",
+    "How do I start the server?",
+]
 
 
 def smollm2_env(data: Path, **settings: str) -> dict[str, str]:
