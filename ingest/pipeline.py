@@ -7,6 +7,12 @@ leaves each file either as it was or as it is now; the next run removes the
 orphaned vectors and finishes the job. Unchanged files are recognised from
 size and mtime (then content hash) and cost nothing; unchanged texts inside
 changed or renamed files reuse their stored vectors instead of being re-embedded.
+
+Each changed file is claimed before it is read (``Backend.ingestion``): on the embedded
+store the run is the collection's only writer and every claim is its own; with
+``store = postgres`` several workers share a collection, claiming a few files at a
+time, and a file another worker holds is waited for until that worker commits it or
+dies (its claims end with its connection), so each file is committed exactly once.
 """
 
 from __future__ import annotations
@@ -38,12 +44,13 @@ from tools.config import Settings
 from tools.documents import Chunk, ExtractedDocument, short_hash
 from tools.errors import ModelError
 from tools.resilient import with_retries
-from tools.store.backends import CollectionBusy
-from tools.store.collection import Collection, exclusive
+from tools.store.backends import CollectionBusy, Workers, backend
+from tools.store.collection import Collection
 from tools.store.manifest import DocumentEntry, FileRecord
 from tools.text import tokenize
 
 log = logging.getLogger(__name__)
+CLAIM_POLL_S = 0.5  # how often a worker looks again at files other workers hold
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,7 @@ class IngestReport:
     chunks_embedded: int = 0
     vectors_reused: int = 0
     orphans_removed: int = 0
+    files_by_other_workers: int = 0  # changed files another worker committed meanwhile
     seconds: float = 0.0
     trace_id: str | None = None
     version: int | None = None  # the collection version this run made (None: no change)
@@ -124,15 +132,6 @@ class _Pending:
     @property
     def chunks(self) -> list[Chunk]:
         return [c for _, chunks in self.documents for c in chunks]
-
-
-@contextmanager
-def _exclusive(collection: Collection, settings: Settings) -> Iterator[None]:
-    try:
-        with exclusive(settings, collection.name):
-            yield
-    except CollectionBusy as exc:
-        raise IngestError(str(exc)) from None
 
 
 def _embed_with_retry(
@@ -172,55 +171,54 @@ class Ingestor:
         self.config_hash = options.config_hash(settings.embedding_model)
         self._llm: BaseChatModel | None = None
         self._version: int | None = None  # the run's version of the collection
+        self._documents = 0  # documents read this run (max_ingest_documents)
+        self._bound = False  # the embedding model checked against the collection's
 
     def run(self, paths: Sequence[str | Path]) -> IngestReport:
         started = time.perf_counter()
         report = IngestReport(self.collection.name)
         self._version = None  # each run (watch mode makes many) has its own
+        self._documents, self._bound = 0, False
         files = discover(paths, self.options.include, self.options.exclude, report.skipped)
         report.files_seen = len(files)
         self._check_count(len(files), "files")
         inputs = {"paths": [str(p) for p in paths], "collection": self.collection.name}
         with (
             tracing.span(self.settings, "ingest", root=True, input=inputs) as trace,
-            _exclusive(self.collection, self.settings),
+            self._writers() as workers,
         ):
-            report.orphans_removed = self.collection.remove_orphans()
-            with tracing.span(self.settings, "extract_partition") as stage:
-                pending = self._changed(files, report)
-                stage.update(
-                    output={
-                        "changed_files": len(pending),
-                        "unchanged": report.files_unchanged,
-                        "skipped": len(report.skipped),
-                    }
-                )
-            if pending:  # an unchanged collection never even loads the embedding model
-                self._bind_embedding()
-            with (
-                tracing.span(self.settings, "embed_persist") as stage,
-                tqdm(
-                    total=sum(len(item.chunks) for item in pending),
-                    desc=f"embed and commit {len(pending)} files",
-                    unit="chunk",
-                    disable=not self.progress or not pending,
-                ) as bar,
-            ):  # one bar for the whole run: chunks done, rate and ETA, files committed
-                for group in self._groups(pending):
-                    self._persist(group, report, bar)
-                    bar.set_postfix(committed=f"{report.files_indexed}/{len(pending)} files")
-                stage.update(
-                    output={
-                        "chunks_added": report.chunks_added,
-                        "chunks_embedded": report.chunks_embedded,
-                        "vectors_reused": report.vectors_reused,
-                    }
-                )
-            self.collection.manifest.drop_pending_vectors()  # every group is committed
-            if self.options.prune:
-                with tracing.span(self.settings, "prune") as stage:
-                    self._prune(paths, {source for _, source in files}, report)
-                    stage.update(output={"files_removed": report.files_removed})
+            with workers.alone() as alone:  # another worker's uploads would look orphaned
+                if alone:
+                    report.orphans_removed = self.collection.remove_orphans()
+            todo, held, rescan = files, [], False
+            while todo:  # rounds of changed files: all of them with one writer
+                with tracing.span(self.settings, "extract_partition") as stage:
+                    pending, todo, elsewhere = self._changed(todo, report, workers, rescan)
+                    held += elsewhere
+                    stage.update(
+                        output={
+                            "changed_files": len(pending),
+                            "unchanged": report.files_unchanged,
+                            "skipped": len(report.skipped),
+                            "held_by_other_workers": len(held),
+                        }
+                    )
+                self._embed_and_commit(pending, report, workers)
+                if not todo and held:  # another worker's: it commits them, or dies and frees them
+                    time.sleep(CLAIM_POLL_S)
+                    todo, held, rescan = held, [], True
+            with workers.alone() as alone:
+                if alone:
+                    self.collection.manifest.drop_pending_vectors()  # every group is committed
+                if self.options.prune and alone:
+                    with tracing.span(self.settings, "prune") as stage:
+                        self._prune(paths, {source for _, source in files}, report)
+                        stage.update(output={"files_removed": report.files_removed})
+                elif self.options.prune:
+                    report.warnings.append(
+                        "not pruned: other workers are still ingesting into this collection "
+                        "(the last one to finish prunes when asked to)"
+                    )
             if self._version is not None:  # a run that changed nothing makes no version
                 self.collection.manifest.finish_version(self._version)
                 report.version = self._version
@@ -228,6 +226,44 @@ class Ingestor:
             report.trace_id = getattr(trace, "trace_id", None)
             trace.update(output=report.as_dict())
         return report
+
+    @contextmanager
+    def _writers(self) -> Iterator[Workers]:
+        try:
+            with backend(self.settings).ingestion(self.settings, self.collection.name) as workers:
+                yield workers
+        except CollectionBusy as exc:
+            raise IngestError(str(exc)) from None
+
+    def _embed_and_commit(
+        self, pending: list[_Pending], report: IngestReport, workers: Workers
+    ) -> None:
+        if not pending:
+            return
+        if not self._bound:  # an unchanged collection never even loads the embedding model
+            self._bind_embedding()
+            self._bound = True
+        with (
+            tracing.span(self.settings, "embed_persist") as stage,
+            tqdm(
+                total=sum(len(item.chunks) for item in pending),
+                desc=f"embed and commit {len(pending)} files",
+                unit="chunk",
+                disable=not self.progress,
+            ) as bar,
+        ):  # one bar per round: chunks done, rate and ETA, files committed
+            committed = report.files_indexed
+            for group in self._groups(pending):
+                self._persist(group, report, bar, workers)
+                done = report.files_indexed - committed
+                bar.set_postfix(committed=f"{done}/{len(pending)} files")
+            stage.update(
+                output={
+                    "chunks_added": report.chunks_added,
+                    "chunks_embedded": report.chunks_embedded,
+                    "vectors_reused": report.vectors_reused,
+                }
+            )
 
     def _check_count(self, count: int, what: str) -> None:
         """Checked before anything is written: a runaway input fails whole, not half-done."""
@@ -248,39 +284,62 @@ class Ingestor:
             ) from exc
         self.collection.bind_embedding(self.settings.embedding_model, len(probe))
 
-    def _changed(self, files: list[tuple[Path, str]], report: IngestReport) -> list[_Pending]:
-        """Extract and partition new or changed files; unchanged ones are only counted."""
+    def _changed(
+        self,
+        files: list[tuple[Path, str]],
+        report: IngestReport,
+        workers: Workers,
+        rescan: bool,
+    ) -> tuple[list[_Pending], list[tuple[Path, str]], list[tuple[Path, str]]]:
+        """Extract and partition new or changed files, each claimed first (another
+        worker's claim defers the file); unchanged ones are only counted. Stops after
+        ``workers.files_per_round`` changed files. Returns those, the files not yet
+        looked at, and the files other workers hold. On a ``rescan`` of those, a file
+        found unchanged was committed by its worker."""
         manifest = self.collection.manifest
         pending: list[_Pending] = []
-        documents = 0
+        elsewhere: list[tuple[Path, str]] = []
+        limit = workers.files_per_round
         bar = tqdm(files, desc="extract", unit="file", disable=not self.progress)
-        for path, source in bar:
+        for at, (path, source) in enumerate(bar):
+            if limit is not None and len(pending) >= limit:
+                bar.close()
+                return pending, files[at:], elsewhere
             try:
                 try:
                     stat = path.stat()
                 except OSError as exc:  # e.g. a broken symlink, or deleted since discovery
                     raise ExtractError(f"cannot read file: {exc.strerror or exc}") from exc
                 record = FileRecord(source, stat.st_size, stat.st_mtime_ns, self.config_hash)
-                stored = manifest.file_record(source)
+                if not workers.claim(source):
+                    elsewhere.append((path, source))
+                    continue
+                stored = manifest.file_record(source)  # read under the claim: exactly once
                 if stored == record:
-                    report.files_unchanged += 1
+                    workers.release(source)
+                    if rescan:
+                        report.files_by_other_workers += 1
+                    else:
+                        report.files_unchanged += 1
                     continue
                 docs = extract_file(path, source, self.options.extract)
             except ExtractError as exc:
+                workers.release(source)
                 if self.options.strict:
                     raise IngestError(f"{source}: {exc} (--strict; nothing was changed)") from exc
                 report.skipped.append({"path": source, "reason": str(exc)})
                 continue
-            documents += len(docs)
-            self._check_count(documents, "documents")
+            self._documents += len(docs)
+            self._check_count(self._documents, "documents")
             known = manifest.document_hashes(source)
             same_config = stored is not None and stored.config_hash == self.config_hash
             if same_config and known == {d.source: d.content_hash for d in docs}:
                 manifest.touch_file(record)  # touched or re-saved, same content and settings
+                workers.release(source)
                 report.files_unchanged += 1
                 continue
             pending.append(_Pending(record, [(d, self._chunks(d, report)) for d in docs]))
-        return pending
+        return pending, [], elsewhere
 
     def _chunks(self, doc: ExtractedDocument, report: IngestReport) -> list[Chunk]:
         chunks = partition(doc, self.options.partition)
@@ -358,7 +417,9 @@ class Ingestor:
             else:
                 log.info(message)
 
-    def _persist(self, group: list[_Pending], report: IngestReport, bar: tqdm) -> None:
+    def _persist(
+        self, group: list[_Pending], report: IngestReport, bar: tqdm, workers: Workers
+    ) -> None:
         manifest = self.collection.manifest
         chunks = [c for item in group for c in item.chunks]
         biggest = max(group, key=lambda item: len(item.chunks)).record.file
@@ -378,6 +439,7 @@ class Ingestor:
                 for d, cs in item.documents
             ]
             manifest.replace_file(item.record, entries, self._run_version())  # the commit point
+            workers.release(item.record.file)
             # the old vectors stay: the version keeps the chunks it replaced for rollback,
             # until `rag collections gc`
             new_ids = {c.id for c in item.chunks}

@@ -143,6 +143,7 @@ def _print_report(report: IngestReport) -> None:
     print(
         f"collection {r.collection}: {r.files_seen} files seen, {r.files_indexed} indexed, "
         f"{r.files_unchanged} unchanged, {len(r.skipped)} skipped, {r.files_removed} removed"
+        + (f", {r.files_by_other_workers} by other workers" if r.files_by_other_workers else "")
     )
     print(
         f"chunks: {r.chunks_added} added, {r.chunks_deleted} deleted "

@@ -31,6 +31,39 @@ class CollectionBusy(ConfigError):
     """Another process is writing the collection (an ingestion, a rollback, a gc)."""
 
 
+JOIN_WAIT_S = 10.0  # how long a new ingestion worker waits out another's solitary step
+
+
+class SoleWriter:
+    """An ingestion that is the collection's only writer (the embedded store: Chroma's
+    files take one writing process): every file is its own, and it is always alone."""
+
+    files_per_round: int | None = None  # every changed file in one round
+
+    def claim(self, source: str) -> bool:
+        return True
+
+    def release(self, source: str) -> None:
+        pass
+
+    @contextmanager
+    def alone(self) -> Iterator[bool]:
+        yield True
+
+
+class Workers(Protocol):
+    """What an ingestion holds while it writes (``Backend.ingestion``): claims on files,
+    and whether it is the only writer."""
+
+    files_per_round: int | None  # changed files claimed at a time (None: all)
+
+    def claim(self, source: str) -> bool: ...
+
+    def release(self, source: str) -> None: ...
+
+    def alone(self) -> Any: ...
+
+
 def manifest_path(settings: Settings, name: str) -> Path:
     return settings.data_dir / "collections" / f"{name}.sqlite"
 
@@ -59,6 +92,11 @@ class Backend(Protocol):
     def writer_lock(self, settings: Settings, name: str) -> Any:
         """A context manager held while one writer changes the collection; raises
         ``CollectionBusy`` at once when another holds it."""
+        ...
+
+    def ingestion(self, settings: Settings, name: str) -> Any:
+        """A context manager yielding the ``Workers`` of one ingestion run; raises
+        ``CollectionBusy`` when a writer that excludes it holds the collection."""
         ...
 
     def drop(self, settings: Settings, name: str) -> None:
@@ -122,6 +160,11 @@ class Embedded:
                     "when it has finished"
                 ) from None
             yield
+
+    @contextmanager
+    def ingestion(self, settings: Settings, name: str) -> Iterator[Workers]:
+        with self.writer_lock(settings, name):
+            yield SoleWriter()
 
     def drop(self, settings: Settings, name: str) -> None:
         path = manifest_path(settings, name)
@@ -188,6 +231,19 @@ class Postgres:
                     "lock in the database); retry when it has finished"
                 )
             yield
+
+    @contextmanager
+    def ingestion(self, settings: Settings, name: str) -> Iterator[Workers]:
+        workers = pg.SharedIngestion(settings.database_url, name)
+        try:
+            if not workers.join(wait_s=JOIN_WAIT_S):
+                raise CollectionBusy(
+                    f"a rollback, gc or drop of {name!r} is running (it holds the collection's "
+                    "lock in the database); retry when it has finished"
+                )
+            yield workers
+        finally:
+            workers.close()
 
     def drop(self, settings: Settings, name: str) -> None:
         with (

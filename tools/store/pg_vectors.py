@@ -17,7 +17,7 @@ import psycopg
 
 from tools.documents import Chunk
 from tools.store.chroma_vectors import StorageError
-from tools.store.postgres import connect, use_schema
+from tools.store.postgres import connect, lock_key, use_schema
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS vectors (
@@ -64,7 +64,9 @@ class PgChunkStore:
             return
         try:
             with self._db.transaction():
-                if not self._exists():
+                if not self._exists():  # one creator: concurrent DDL on one name fails
+                    key = lock_key(self.name, "vectors")
+                    self._db.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
                     self._db.execute(_TABLE.format(dim=len(vectors[0])))
                 for start in range(0, len(chunks), self._max_batch):
                     part = slice(start, start + self._max_batch)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -230,3 +231,55 @@ def writer_lock(url: str, collection: str) -> Iterator[bool]:
         yield bool(got.fetchone()[0])
     finally:
         conn.close()
+
+
+class SharedIngestion:
+    """One ingestion worker among any number on a collection (``store = postgres``), on
+    a connection of its own: it holds the collection's writer lock *shared* (so rollback,
+    gc and drop, which take it exclusively, wait for every worker) and claims each file
+    before it reads it with a lock of that file's own. A worker that dies loses its
+    connection and with it its claims, so another worker takes those files up."""
+
+    # changed files claimed, read, embedded and committed at a time: the grain at which
+    # workers share a collection's files
+    files_per_round: int | None = 8
+
+    def __init__(self, url: str, collection: str) -> None:
+        self._collection = collection
+        self._key = lock_key(collection)
+        self._conn = connect(url)
+
+    def join(self, wait_s: float) -> bool:
+        """Take the shared writer lock, waiting up to ``wait_s`` for an exclusive holder
+        (another worker's brief solitary step, a rollback): whether it was had."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            got = self._conn.execute("SELECT pg_try_advisory_lock_shared(%s)", (self._key,))
+            if got.fetchone()[0]:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
+    def claim(self, source: str) -> bool:
+        key = lock_key(f"{self._collection}/{source}", "file")
+        return bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+
+    def release(self, source: str) -> None:
+        key = lock_key(f"{self._collection}/{source}", "file")
+        self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    @contextmanager
+    def alone(self) -> Iterator[bool]:
+        """Whether no other worker is on the collection, held for the block: the steps
+        that would race another worker's uploads (orphan removal, dropping the pending
+        vectors, pruning) run only then."""
+        got = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)).fetchone()[0]
+        try:
+            yield bool(got)
+        finally:
+            if got:
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+
+    def close(self) -> None:
+        self._conn.close()
