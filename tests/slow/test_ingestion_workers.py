@@ -16,7 +16,7 @@ import pytest
 from bench.local_service import RAG, smollm2_env
 
 pytestmark = pytest.mark.slow
-FILES = 48
+FILES = 160  # enough that both workers are still at work when one is killed
 
 
 def _worker(env: dict[str, str], folder, log) -> subprocess.Popen:
@@ -37,11 +37,31 @@ def _commits(url: str) -> dict[str, int]:
         return dict(rows.fetchall())
 
 
+def _versions(url: str) -> int:
+    """How many workers have committed files (each worker's commits are a version)."""
+    with psycopg.connect(url) as conn:
+        if conn.execute("SELECT to_regclass('rag_notes.version_files')").fetchone()[0] is None:
+            return 0
+        return conn.execute(
+            "SELECT count(DISTINCT version) FROM rag_notes.version_files"
+        ).fetchone()[0]
+
+
+def _claimers(url: str) -> int:
+    """How many workers hold file claims now (exclusive advisory locks; the collection's
+    shared writer lock is a ShareLock)."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND mode = 'ExclusiveLock' AND granted"
+        ).fetchone()[0]
+
+
 def test_two_workers_commit_every_file_once_even_when_one_is_killed(database_url, tmp_path):
     notes = tmp_path / "notes"
     notes.mkdir()
     for n in range(FILES):
-        (notes / f"note{n:02d}.md").write_text(
+        (notes / f"note{n:03d}.md").write_text(
             f"# Note {n}\n\nThe code word of note {n} is word{n * 7919 % 10007}. "
             + " ".join(f"Sentence {k} of note {n} says {k * n} about topic {k}." for k in range(6))
         )
@@ -49,18 +69,23 @@ def test_two_workers_commit_every_file_once_even_when_one_is_killed(database_url
     first = _worker(env, notes, tmp_path / "first.log")
     second = _worker(env, notes, tmp_path / "second.log")
     deadline = time.monotonic() + 300
-    while not _commits(database_url) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _commits(database_url), (tmp_path / "second.log").read_text()[-2000:]
-    os.kill(second.pid, signal.SIGKILL)  # mid-run: its claimed files are not committed
+    while not (_versions(database_url) == 2 and _claimers(database_url) == 2):
+        assert time.monotonic() < deadline, (tmp_path / "second.log").read_text()[-2000:]
+        time.sleep(0.05)  # both have committed files, and both hold claims on more
+    os.kill(second.pid, signal.SIGKILL)  # mid-round: the files it claimed are not committed
     second.wait(timeout=30)
     assert first.wait(timeout=600) == 0, (tmp_path / "first.log").read_text()[-3000:]
 
+    report = json.loads(
+        (tmp_path / "first.log").read_text()[(tmp_path / "first.log").read_text().index("{") :]
+    )
     commits = _commits(database_url)
-    assert sorted(commits) == sorted(f"{notes}/note{n:02d}.md" for n in range(FILES)) or (
-        sorted(commits) == sorted(f"note{n:02d}.md" for n in range(FILES))
-    ), sorted(commits)[:5]
+    assert sorted(commits) == [f"notes/note{n:03d}.md" for n in range(FILES)], sorted(commits)
     assert set(commits.values()) == {1}, {f: c for f, c in commits.items() if c != 1}
+    # the survivor committed the rest, the files the killed one held among them
+    accounted = ("files_indexed", "files_unchanged", "files_by_other_workers")
+    assert sum(report[k] for k in accounted) == FILES, report
+    assert 0 < report["files_indexed"] < FILES, report
 
     # a third run finds nothing to do: every file is in the collection as it is on disk
     again = subprocess.run(
