@@ -124,6 +124,18 @@ class LocalPostgres:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self._server.get_uri(database=name)
 
+    def pause(self) -> None:
+        """Stop the server, as a database restart begins (``resume`` ends it); clients
+        keep the same URL."""
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(
+            ["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata, user=self._server.system_user
+        )
+
+    def resume(self) -> None:
+        self._server.ensure_postgres_running()
+
     def stop(self) -> None:
         self._server.cleanup()
 

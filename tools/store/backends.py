@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fcntl
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -61,7 +61,7 @@ class Workers(Protocol):
 
     def release(self, source: str) -> None: ...
 
-    def alone(self) -> Any: ...
+    def alone(self) -> AbstractContextManager[bool]: ...
 
 
 def manifest_path(settings: Settings, name: str) -> Path:
