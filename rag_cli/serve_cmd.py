@@ -25,6 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from server.shared_runtime import RUNTIME_MODULE, RUNTIME_REQUIREMENT
 from tools.answer_check import first_reading
 from tools.config import ConfigError, Settings
 from tools.outbound import without_unasked_telemetry
@@ -93,7 +94,6 @@ def server_key(settings: Settings, workdir: Path) -> tuple[Settings, Path | None
 SERVED = {"graph": ("server.graph_factory", "make_graph"), "app": ("server.app", "app")}
 SERVED |= {"auth": ("server.auth", "auth")}
 GRAPH_ID = "rag"
-SHARED_RUNTIME = "langgraph_runtime_pg"  # the module server/shared_runtime.py serves on
 
 
 def _located(module: str, attribute: str) -> str:
@@ -157,11 +157,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if problem:
         print(f"rag serve: error: {problem}", file=sys.stderr)
         return 2
-    if settings.server_runtime == "shared" and not importlib.util.find_spec(SHARED_RUNTIME):
+    if settings.server_runtime == "shared" and not importlib.util.find_spec(RUNTIME_MODULE):
         print(
-            "rag serve: error: server_runtime=shared runs on langgraph-runtime-pg, which is "
-            "not installed: pip install --no-deps langgraph-runtime-pg==0.11.1.post1 "
-            "(scripts/bootstrap.sh does)",
+            f"rag serve: error: server_runtime=shared runs on {RUNTIME_MODULE}, which is not "
+            f"installed: pip install --no-deps {RUNTIME_REQUIREMENT} (scripts/bootstrap.sh does)",
             file=sys.stderr,
         )
         return 2

@@ -44,12 +44,13 @@ from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, check_comment, flag_store
 from rag_ui.sessions import Session, SessionRecords, Sessions
 from rag_ui.token import RequireToken
-from server.app import check_run_request
+from server.app import check_run_request, database_down
 from server.http_guard import HttpGuard, parse_json
 from tools import tracing
 from tools.config import OPERATOR, Settings, choices
 from tools.store.backends import backend
 from tools.store.collection import list_collections
+from tools.store.postgres import DatabaseError
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -110,8 +111,9 @@ class ChatApp:
         self.sessions = Sessions(checkpointer, records)
         self.flags = flag_store(settings)
 
-    def _session(self, body: dict[str, Any]) -> Session:
-        session = self.sessions.get(body.get("session"))
+    async def _session(self, body: dict[str, Any]) -> Session:
+        # off the event loop: with store = postgres the session may be read from there
+        session = await run_in_threadpool(self.sessions.get, body.get("session"))
         if session is None:
             raise BadRequest(404, "unknown or expired session; reload the page")
         return session
@@ -124,7 +126,7 @@ class ChatApp:
         usable = [r for r in choices("rerank") if r in ("none", "llm") or s.rerank_model]
         return JSONResponse(
             {
-                "collections": list_collections(s),
+                "collections": await run_in_threadpool(list_collections, s),
                 "collection": s.collection,
                 "k": s.k,
                 "k_max": Settings.model_fields["k"].metadata[1].le,
@@ -145,17 +147,17 @@ class ChatApp:
         return JSONResponse({"session": self.sessions.new().id}, 201)
 
     async def session(self, request: Request) -> JSONResponse:
-        session = self._session({"session": request.path_params["session"]})
+        session = await self._session({"session": request.path_params["session"]})
         return JSONResponse({"session": session.id, "exchanges": list(session.exchanges.values())})
 
     async def ask(self, request: Request) -> Response:
         body = await _body(request, ASK_FIELDS)
-        session = self._session(body)
+        session = await self._session(body)
         toggles = {k: body[k] for k in TOGGLES if body.get(k) not in (None, "")}
         question = body.get("question")
         # the page is the operator's own (its token is the operator's): every collection
-        problem = check_run_request(
-            {"input": {"question": question, **toggles}}, self.settings, OPERATOR
+        problem = await run_in_threadpool(  # reads the collection list: off the event loop
+            check_run_request, {"input": {"question": question, **toggles}}, self.settings, OPERATOR
         )
         if problem:
             raise BadRequest(422, problem.replace("'input.", "'"))
@@ -235,7 +237,7 @@ class ChatApp:
 
     async def flag(self, request: Request) -> JSONResponse:
         body = await _body(request, FLAG_FIELDS)
-        session = self._session(body)
+        session = await self._session(body)
         exchange_id = body.get("exchange")
         exchange = session.exchanges.get(exchange_id) if isinstance(exchange_id, str) else None
         if exchange is None:
@@ -268,7 +270,7 @@ def create_app(
             Route("/api/flag", chat.flag, methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        exception_handlers={BadRequest: _bad_request},
+        exception_handlers={BadRequest: _bad_request, DatabaseError: database_down},
     )
     if token:
         app.add_middleware(RequireToken, token=token)

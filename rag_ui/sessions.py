@@ -105,24 +105,26 @@ class SessionRecords:
             old.unlink(missing_ok=True)
 
     def read(self, session_id: str) -> list[dict[str, Any]] | None:
-        """The saved exchanges, or None when there are none (or they cannot be read:
-        the page then starts a new conversation)."""
-        try:
-            if self._url:
-                with borrowed(self._url) as con:
-                    exists = con.execute("SELECT to_regclass('public.rag_ui_sessions')")
-                    if exists.fetchone()[0] is None:
-                        return None
-                    row = con.execute(
-                        "SELECT exchanges FROM public.rag_ui_sessions WHERE id = %s",
-                        (session_id,),
-                    ).fetchone()
-                text = row[0] if row else None
-            else:
-                path = self.folder / f"{session_id}.json" if self.folder else None
+        """The saved exchanges, or None when there are none, or when a file cannot be
+        read or a record parsed (the page then starts a new conversation)."""
+        if self._url:  # a database that cannot be reached is its DatabaseError, not None
+            with borrowed(self._url) as con:
+                exists = con.execute("SELECT to_regclass('public.rag_ui_sessions')")
+                if exists.fetchone()[0] is None:
+                    return None
+                row = con.execute(
+                    "SELECT exchanges FROM public.rag_ui_sessions WHERE id = %s", (session_id,)
+                ).fetchone()
+            text = row[0] if row else None
+        else:
+            path = self.folder / f"{session_id}.json" if self.folder else None
+            try:
                 text = path.read_text(encoding="utf-8") if path and path.is_file() else None
+            except OSError:
+                return None
+        try:
             return None if text is None else list(json.loads(text)["exchanges"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return None
 
 

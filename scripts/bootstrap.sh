@@ -30,7 +30,9 @@ if [ -n "${TORCH_INDEX:-}" ]; then
         "$(sed -n 's/^\(torch==[^ ;]*\).*/\1/p' requirements.lock)"
 fi
 
-RUNTIME_PG="langgraph-runtime-pg==0.11.1.post1"
+# the shared server runtime's pin, as server/shared_runtime.py states it
+RUNTIME_PG="$(sed -n 's/^RUNTIME_REQUIREMENT = "\(.*\)"$/\1/p' server/shared_runtime.py)"
+[ -n "$RUNTIME_PG" ] || { echo "no RUNTIME_REQUIREMENT in server/shared_runtime.py" >&2; exit 1; }
 stamp=".venv/.installed-$( (cat pyproject.toml requirements.lock; echo "$RUNTIME_PG") | sha256sum | cut -c1-12)-$(basename "$LLAMA_DIR")"
 if [ ! -f "$stamp" ]; then
     step "installing the project and its dependencies into .venv"

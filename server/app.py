@@ -220,8 +220,8 @@ class RequireApiKey(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-# What a request meets while the database (or the shared runtime's Redis) is down or
-# restarting: each is a 503 with Retry-After, not a 500.
+# What a request meets while the database is down or restarting: each is a 503 with
+# Retry-After, not a 500.
 UNREACHABLE: tuple[type[BaseException], ...] = (DatabaseError, psycopg.OperationalError)
 RETRY_AFTER_S = 5
 
@@ -236,11 +236,16 @@ class DatabaseDown(BaseHTTPMiddleware):
         try:
             return await call_next(request)
         except UNREACHABLE as exc:
-            return JSONResponse(
-                {"detail": f"the service's database cannot be reached, retry shortly: {exc}"},
-                503,
-                headers={"Retry-After": str(RETRY_AFTER_S)},
-            )
+            return await database_down(request, exc)
+
+
+async def database_down(_: Request, exc: Exception) -> JSONResponse:
+    """The 503 of both servers (also `rag ui`'s handler of ``DatabaseError``)."""
+    return JSONResponse(
+        {"detail": f"the service's database cannot be reached, retry shortly: {exc}"},
+        503,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
 
 
 async def healthz(_: Request) -> JSONResponse:

@@ -50,6 +50,19 @@ SELECT
 """
 
 
+_made = False  # this process has seen the reservations table made
+
+
+async def _reservations_table(session: Any) -> None:
+    """Create the reservations table until this process has seen it committed (not on
+    every run request), under a lock: IF NOT EXISTS alone fails when two replicas'
+    first reservations race."""
+    if not _made:
+        lock = "SELECT pg_advisory_xact_lock(hashtext('rag_run_reservations'))"
+        await session.execute(text(lock))
+        await session.execute(text(RESERVATIONS))
+
+
 def _sessions() -> Any:
     from langgraph_runtime_pg.database import get_session_factory  # the server's runtime
 
@@ -66,8 +79,15 @@ async def reserve(client: str, run_id: str, cap: int, ttl_s: float) -> int | Non
     """Reserve one more active run for ``client`` if it has fewer than ``cap`` (runs
     pending or running, and reservations younger than ``ttl_s`` whose run is not yet in
     the records); None when reserved, else the count that refused it."""
+    global _made
+    refused = await _reserve(client, run_id, cap, ttl_s)
+    _made = True  # committed with the table
+    return refused
+
+
+async def _reserve(client: str, run_id: str, cap: int, ttl_s: float) -> int | None:
     async with _sessions()() as session, session.begin():
-        await session.execute(text(RESERVATIONS))
+        await _reservations_table(session)
         await session.execute(
             text("SELECT pg_advisory_xact_lock(hashtext('rag-runs:' || :client))"),
             {"client": client},

@@ -22,7 +22,10 @@ import json
 import os
 from typing import Any
 
-EDITION = "pg"  # langgraph-api loads the module langgraph_runtime_<EDITION>
+EDITION = "pg"
+RUNTIME_MODULE = f"langgraph_runtime_{EDITION}"  # what langgraph-api loads for EDITION
+# installed with --no-deps (pyproject.toml says why); scripts/bootstrap.sh reads this line
+RUNTIME_REQUIREMENT = "langgraph-runtime-pg==0.11.1.post1"
 JOBS_PER_REPLICA = 4  # runs one replica executes at once; the rest wait in the shared queue
 
 

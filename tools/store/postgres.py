@@ -261,13 +261,15 @@ class SharedIngestion:
                 return False
             time.sleep(0.2)
 
+    def _file_key(self, source: str) -> int:
+        return lock_key(f"{self._collection}/{source}", "file")
+
     def claim(self, source: str) -> bool:
-        key = lock_key(f"{self._collection}/{source}", "file")
-        return bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+        got = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self._file_key(source),))
+        return bool(got.fetchone()[0])
 
     def release(self, source: str) -> None:
-        key = lock_key(f"{self._collection}/{source}", "file")
-        self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._file_key(source),))
 
     @contextmanager
     def alone(self) -> Iterator[bool]:
