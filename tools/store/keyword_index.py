@@ -116,14 +116,14 @@ def _varint(blob: bytes) -> int:
     return value
 
 
-def _best(scored: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+def best(scored: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:
     """The ``k`` best (chunk id, score) pairs with a positive score; ties by id."""
     scored.sort(key=lambda item: (-item[1], item[0]))
     return [(cid, score) for cid, score in scored[:k] if score > 0]
 
 
 @dataclass(frozen=True)
-class _Query:
+class Query:
     """A query's terms (repeats kept) with the statistics BM25 needs, read once."""
 
     terms: list[str]
@@ -182,12 +182,12 @@ class KeywordIndex:
         counts = {t: read[t] if t in read else known[t] for t in dict.fromkeys(terms)}
         return {t: n for t, n in counts.items() if n}
 
-    def _query(self, query: str) -> _Query:
+    def _query(self, query: str) -> Query:
         terms = tokenize(query)
         chunks, tokens = self._db.execute("SELECT chunks, tokens FROM chunk_totals").fetchone()
         containing = self._containing(terms)
         idf = {t: lucene_idf(chunks, n) for t, n in containing.items()}
-        return _Query(terms, containing, idf, tokens / max(1, chunks))
+        return Query(terms, containing, idf, tokens / max(1, chunks))
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """Top ``k`` (chunk id, BM25 score) pairs with a positive score, best first.
@@ -198,7 +198,7 @@ class KeywordIndex:
         left out, the best are scored again from their stored tokens. A common word
         in a million chunks has a hundred thousand occurrences, so words are read rarest
         first while they fit in the postings budget. A word left out can only matter if
-        it alone could outscore the k-th result (``_Query.bound``); while one could, the
+        it alone could outscore the k-th result (``Query.bound``); while one could, the
         budget doubles and more words are read, up to ``max_postings``."""
         q = self._query(query)
         rarest = sorted(q.containing, key=q.containing.__getitem__)
@@ -241,7 +241,7 @@ class KeywordIndex:
 
     def _pooled(
         self,
-        q: _Query,
+        q: Query,
         frequency: np.ndarray,
         occurrences: dict[str, tuple[np.ndarray, np.ndarray]],
         lengths: np.ndarray,
@@ -268,14 +268,14 @@ class KeywordIndex:
             ).fetchall()
         )
         pairs = zip(rowids.tolist(), scores.tolist(), strict=True)
-        return _best([(ids[r], score) for r, score in pairs if r in ids], len(rowids))
+        return best([(ids[r], score) for r, score in pairs if r in ids], len(rowids))
 
-    def _rescored(self, q: _Query, best: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """The top ``k`` of ``best`` by BM25 over every query word, from their tokens."""
+    def _rescored(self, q: Query, chosen: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The top ``k`` of ``chosen`` by BM25 over every query word, from their tokens."""
         rows = self._db.execute(
-            f"SELECT id, tokens FROM chunks WHERE rowid IN ({','.join(map(str, best))})"
+            f"SELECT id, tokens FROM chunks WHERE rowid IN ({','.join(map(str, chosen))})"
         ).fetchall()
-        return _best([(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows], k)
+        return best([(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows], k)
 
     def _lengths(self, rowids: np.ndarray, known: np.ndarray) -> np.ndarray:
         """Chunk lengths in tokens, from FTS5's own table of them (a varint per chunk):

@@ -1,55 +1,105 @@
 """BM25 keyword search over a PostgreSQL collection's committed chunks.
 
 The same scores as ``tools.store.keyword_index`` (tokenisation, k1 1.5, b 0.75, Lucene's idf,
-repeated query words counting again), but exhaustive: PostgreSQL has no FTS5, and its
-own full-text ranking is not BM25. Postings live in ``chunk_terms``, filled from each
+repeated query words counting again). PostgreSQL has no FTS5, and its own full-text
+ranking is not BM25, so the index is ours: postings in ``chunk_terms``, filled from each
 chunk's stored tokens by a trigger on ``chunks``, so a chunk and its postings are written
 in one transaction (the manifest commit stays the single commit point) and a rollback
 that puts retired chunks back re-indexes them; deleting a chunk deletes its postings.
-A search reads every posting of the query's words, so its time grows with how many
-chunks hold them (about 60 ms for three words each in all of 10,000 chunks, under 1 ms
-for a rare word): exact, where the SQLite index bounds what it reads.
+
+Why bounded: exact BM25 reads every posting of every query word, and a common word sits
+in a tenth of the chunks (184 ms median and 1.1 s at p95 at 100k chunks, growing with
+the collection). Each posting therefore carries its *impact*, the term-frequency part of
+its BM25 score (``tf / (tf + k1 (1 - b + b length / L))``, below 1), computed at the
+collection's reference length L (its mean chunk length when it got its first chunks,
+then fixed, so a word's postings keep one order). An index on (word, impact) hands a
+search each word's best postings first, and the search reads only the top ``depth`` of
+each word (see ``PgKeywordIndex.search``), with a bound on what the unread ones can
+add. The word counts idf needs are kept in ``term_chunks`` by the same triggers, so no
+search counts postings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import psycopg
+from psycopg import pq
 
-from tools.store.keyword_index import K1, B, bm25, lucene_idf
+from tools.store.keyword_index import K1, B, Query, best, bm25, lucene_idf
 from tools.text import tokenize
 
-# Created with the manifest's tables, in the same transaction (``PgManifest``). The
-# trigger functions name their tables in the schema of the table that fired them, not
-# through the session's search_path: a connection with another search_path (one copying
-# the schema for a snapshot) and a renamed schema keep their postings right. Triggers
-# fire once per statement with all the rows it wrote (one COPY of a file's chunks
-# updates the totals once, not per chunk).
-SCHEMA = """
+# postings read per query word in a bounded search's first round; each further round
+# reads four times as many, up to MAX_DEPTH; POOL chunks (at least twice the k asked
+# for) are rescored from their tokens per round. bench/bench_scale.py measured these at
+# 100k and 1M chunks (docs_corpus/performance.md)
+DEPTH, MAX_DEPTH, POOL = 1000, 16_000, 200
+
+# A posting's impact from its term frequency ``tf`` (an SQL expression), its chunk's
+# ``length`` and the collection's ``reference_length``.
+_IMPACT = f"({{tf}})::float8 / (({{tf}}) + {K1} * (1 - {B} + {B} * length / reference_length))"
+
+# Created with the manifest's tables, in the same transaction (``PgManifest``), and run
+# again on a collection made before a table or column existed: columns added later are
+# ALTERed in and filled, so an older collection gets them when it is opened. The trigger
+# functions name their tables in the schema of the table that fired them, not through
+# the session's search_path: a connection with another search_path (one copying the
+# schema for a snapshot) and a renamed schema keep their postings right. Triggers fire
+# once per statement with all the rows it wrote (one COPY of a file's chunks updates the
+# totals once, not per chunk).
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS chunk_terms (
     chunk_id TEXT COLLATE "C" NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
     term TEXT COLLATE "C" NOT NULL, tf INTEGER NOT NULL,
-    length INTEGER NOT NULL,  -- the chunk's, kept here so a search never joins chunks
-    PRIMARY KEY (term, chunk_id)
+    length INTEGER NOT NULL  -- the chunk's, kept here so a search never joins chunks
 );
-CREATE INDEX IF NOT EXISTS chunk_terms_chunk ON chunk_terms(chunk_id);
+-- (word, chunk) is unique by construction (the trigger groups by both); the impact
+-- index below serves every lookup the old primary key did
+ALTER TABLE chunk_terms DROP CONSTRAINT IF EXISTS chunk_terms_pkey;
+ALTER TABLE chunk_terms ADD COLUMN IF NOT EXISTS impact REAL;
 CREATE TABLE IF NOT EXISTS chunk_totals (
     one INTEGER PRIMARY KEY CHECK (one = 1), chunks BIGINT NOT NULL, tokens BIGINT NOT NULL
 );
-INSERT INTO chunk_totals SELECT 1, COUNT(*), COALESCE(SUM(length), 0) FROM chunks
+ALTER TABLE chunk_totals ADD COLUMN IF NOT EXISTS reference_length DOUBLE PRECISION;
+INSERT INTO chunk_totals SELECT 1, COUNT(*), COALESCE(SUM(length), 0), AVG(length) FROM chunks
+ON CONFLICT DO NOTHING;
+UPDATE chunk_totals SET reference_length = tokens::float8 / chunks
+WHERE reference_length IS NULL AND chunks > 0;
+UPDATE chunk_terms SET impact = """
+    + _IMPACT.format(tf="tf")
+    + """
+FROM chunk_totals WHERE impact IS NULL;
+ALTER TABLE chunk_terms ALTER COLUMN impact SET NOT NULL;
+CREATE INDEX IF NOT EXISTS chunk_terms_chunk ON chunk_terms(chunk_id);
+CREATE INDEX IF NOT EXISTS chunk_terms_impact
+    ON chunk_terms(term, impact DESC) INCLUDE (chunk_id, tf, length);
+-- chunks holding each word (a word whose chunks are all gone stays, at 0)
+CREATE TABLE IF NOT EXISTS term_chunks (
+    term TEXT COLLATE "C" PRIMARY KEY, chunks BIGINT NOT NULL
+);
+INSERT INTO term_chunks SELECT term, COUNT(*) FROM chunk_terms GROUP BY term
 ON CONFLICT DO NOTHING;
 CREATE OR REPLACE FUNCTION chunks_added() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
     EXECUTE format($q$
-        INSERT INTO %1$I.chunk_terms (chunk_id, term, tf, length)
-        SELECT id, term, COUNT(*), length
-        FROM added, unnest(string_to_array(tokens, ' ')) AS term
-        GROUP BY id, term, length
+        UPDATE %1$I.chunk_totals SET chunks = chunks + n, tokens = tokens + total,
+            reference_length = COALESCE(reference_length, total::float8 / NULLIF(n, 0))
+        FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length), 0) AS total FROM added) AS delta
     $q$, TG_TABLE_SCHEMA);
     EXECUTE format($q$
-        UPDATE %1$I.chunk_totals SET chunks = chunks + n, tokens = tokens + total
-        FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length), 0) AS total FROM added) AS delta
+        WITH posted AS (
+            INSERT INTO %1$I.chunk_terms (chunk_id, term, tf, length, impact)
+            SELECT id, term, COUNT(*), length, """
+    + _IMPACT.format(tf="COUNT(*)")
+    + """
+            FROM added, unnest(string_to_array(tokens, ' ')) AS term, %1$I.chunk_totals
+            GROUP BY id, term, length, reference_length
+            RETURNING term
+        )
+        INSERT INTO %1$I.term_chunks SELECT term, COUNT(*) FROM posted GROUP BY term
+        ON CONFLICT (term) DO UPDATE SET chunks = term_chunks.chunks + EXCLUDED.chunks
     $q$, TG_TABLE_SCHEMA);
     RETURN NULL;
 END $fn$;
@@ -59,6 +109,14 @@ BEGIN
         UPDATE %1$I.chunk_totals SET chunks = chunks - n, tokens = tokens - total
         FROM (SELECT COUNT(*) AS n, COALESCE(SUM(length), 0) AS total FROM removed) AS delta
     $q$, TG_TABLE_SCHEMA);
+    EXECUTE format($q$
+        UPDATE %1$I.term_chunks AS t SET chunks = t.chunks - gone.n
+        FROM (
+            SELECT term, COUNT(DISTINCT id) AS n
+            FROM removed, unnest(string_to_array(tokens, ' ')) AS term GROUP BY term
+        ) AS gone
+        WHERE t.term = gone.term
+    $q$, TG_TABLE_SCHEMA);
     RETURN NULL;
 END $fn$;
 CREATE OR REPLACE TRIGGER chunks_added AFTER INSERT ON chunks
@@ -66,27 +124,26 @@ REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION chunks_added(
 CREATE OR REPLACE TRIGGER chunks_removed AFTER DELETE ON chunks
 REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION chunks_removed();
 """
+)
 # The tables those triggers fill from ``chunks``: a copy of the schema copies the chunks
 # and lets the triggers build these (copying them too would count every chunk twice).
-DERIVED_TABLES = ("chunk_terms", "chunk_totals")
+DERIVED_TABLES = ("chunk_terms", "chunk_totals", "term_chunks")
+# The newest of them: a schema without it was made by an older version (``PgManifest``).
+NEWEST_TABLE = "term_chunks"
 
-# One statement, so the counts, the lengths and the postings come from one snapshot. The
-# query words' postings are read once (materialised: planned on their own, they start
-# from the word index even before PostgreSQL has statistics on a new collection), with
-# each chunk's length, and each word's chunk count is counted from them (a grouped
-# count: a window over 200k postings sorted them on disk). Each chunk's words are summed in query
-# order with Python's arithmetic (``keyword_index.bm25``), so equal chunks tie exactly
-# and ``score`` gives the same numbers. Every score is positive: within one snapshot a
-# word is in at most all chunks, so its idf (``keyword_index.lucene_idf``) is above 0.
-_SEARCH = """
+# Exact BM25 over every posting of the query's words, in one statement: the search when
+# the depth covers every posting anyway (a small collection, rare words), and the
+# reference the bounded search is measured against. Each chunk's words are summed in
+# query order, as ``keyword_index.bm25`` does, so equal chunks tie exactly. Every score
+# is positive: within one snapshot a word is in at most all chunks, so its idf is above 0.
+_EXACT = """
 WITH totals AS (
     SELECT chunks::float8 AS n, tokens::float8 / GREATEST(chunks, 1) AS avg FROM chunk_totals
 ), postings AS MATERIALIZED (
-    SELECT p.chunk_id, p.tf, p.length, q.position
+    SELECT p.chunk_id, p.tf, p.length, q.position, w.chunks AS containing
     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, position)
+    JOIN term_chunks w ON w.term = q.term
     JOIN chunk_terms p ON p.term = q.term
-), df AS (
-    SELECT position, COUNT(*) AS containing FROM postings GROUP BY position
 )
 SELECT p.chunk_id,
     SUM(
@@ -94,43 +151,159 @@ SELECT p.chunk_id,
         / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / avg))
         ORDER BY p.position
     ) AS score
-FROM postings p JOIN df USING (position) CROSS JOIN totals
+FROM postings p CROSS JOIN totals
 GROUP BY p.chunk_id
 ORDER BY score DESC, p.chunk_id
 LIMIT %(k)s
 """
 
-# The statistics ``score`` needs, per distinct query word, in one snapshot.
-_STATISTICS = """
-SELECT t.chunks, t.tokens, q.term, (SELECT COUNT(*) FROM chunk_terms p WHERE p.term = q.term)
-FROM chunk_totals t, unnest(%s::text[]) AS q(term)
+# One round of a bounded search: each distinct query word's ``depth`` postings of highest
+# impact, summed per chunk into its score over the postings read (``partial``) and the
+# most it can still gain (``upper``): for each word whose postings were not all read
+# (``open``), a chunk not among those read holds it with an impact of at most the last
+# one read, stretched by ``stretch`` (see ``PgKeywordIndex._stretch``). ``unseen`` is the
+# most a chunk found by no word can score. The ``pool`` chunks of highest ``upper`` come
+# back, to be scored exactly from their tokens.
+_ROUND = """
+WITH q AS (
+    SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[], %(open)s::bool[])
+        AS q(term, weight, open)
+), read AS MATERIALIZED (
+    SELECT q.term, q.weight, q.open, p.chunk_id, p.tf, p.length, p.impact
+    FROM q CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, length, impact FROM chunk_terms
+        WHERE term = q.term ORDER BY impact DESC LIMIT %(depth)s
+    ) AS p
+), bounds AS (
+    SELECT term, CASE WHEN open THEN weight * LEAST(1, MIN(impact) * %(stretch)s) ELSE 0 END
+        AS bound
+    FROM read GROUP BY term, weight, open
+), pooled AS (
+    SELECT r.chunk_id, SUM(b.bound) AS seen,
+        SUM(r.weight * r.tf / (r.tf + %(k1)s * (1 - %(b)s + %(b)s * r.length / %(avg)s)))
+            AS partial
+    FROM read r JOIN bounds b USING (term) GROUP BY r.chunk_id
+), everywhere AS (SELECT SUM(bound) AS unseen FROM bounds)
+SELECT chunk_id, partial + unseen - seen AS upper, unseen
+FROM pooled CROSS JOIN everywhere
+ORDER BY upper DESC, chunk_id
+LIMIT %(pool)s
 """
 
 
 class PgKeywordIndex:
-    """Searches the postings in a manifest's schema; holds nothing but the connection, so
-    a commit by any process is seen by the next query."""
+    """Searches the postings in a manifest's schema; holds nothing but the connection and
+    its limits, so a commit by any process is seen by the next query."""
 
-    def __init__(self, db: psycopg.Connection) -> None:
+    def __init__(
+        self,
+        db: psycopg.Connection,
+        depth: int = DEPTH,
+        max_depth: int = MAX_DEPTH,
+        pool: int = POOL,
+    ) -> None:
         self._db = db
+        self._depth, self._max_depth, self._pool = depth, max(depth, max_depth), pool
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One snapshot for a search's statements, so the counts, lengths and postings
+        agree although another process commits between them."""
+        if self._db.info.transaction_status != pq.TransactionStatus.IDLE:
+            yield  # already inside the caller's transaction
+            return
+        with self._db.transaction():
+            self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
+
+    def _query(self, terms: list[str]) -> tuple[Query, float]:
+        """The query's statistics, and the reference length impacts were computed with."""
+        rows = self._db.execute(
+            "SELECT t.chunks, t.tokens, t.reference_length, w.term, w.chunks "
+            "FROM chunk_totals t LEFT JOIN term_chunks w ON w.term = ANY(%s) AND w.chunks > 0",
+            (list(dict.fromkeys(terms)),),
+        ).fetchall()
+        chunks, tokens, reference = rows[0][:3]
+        containing = {term: n for *_, term, n in rows if term is not None}
+        idf = {term: lucene_idf(chunks, n) for term, n in containing.items()}
+        return Query(terms, containing, idf, tokens / max(1, chunks)), reference or 1.0
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """Top ``k`` (chunk id, BM25 score) pairs with a positive score, best first, ties
-        by chunk id."""
+        by chunk id.
+
+        When ``depth`` covers every posting of the query's words, exact BM25 in one
+        statement. Otherwise rounds of ``_ROUND``: the pool of chunks that could score
+        most is rescored from its tokens, and the result is exact (the same ids and scores
+        as exhaustive BM25) once its k-th score beats both what a chunk outside the pool
+        and what a chunk no word found could reach. Until then the depth grows fourfold;
+        at ``max_depth`` the rescored pool's best are returned, exact or not
+        (bench/bench_scale.py measures how often they agree with exhaustive BM25)."""
         terms = tokenize(query)
         if not terms or k <= 0:
             return []
+        with self._snapshot():
+            q, reference = self._query(terms)
+            if not q.containing:
+                return []
+            depth = self._depth
+            while max(q.containing.values()) > depth:
+                found, exact = self._round(q, reference, depth, k)
+                if exact or depth >= self._max_depth:
+                    return found
+                depth = min(4 * depth, self._max_depth)
+            return self._exact(terms, k)
+
+    def _exact(self, terms: list[str], k: int) -> list[tuple[str, float]]:
         rows = self._db.execute(
-            _SEARCH, {"terms": terms, "k": k, "k1": K1, "k1_plus_1": K1 + 1, "b": B}
+            _EXACT, {"terms": terms, "k": k, "k1": K1, "k1_plus_1": K1 + 1, "b": B}
         )
         return [(cid, float(score)) for cid, score in rows]
+
+    def _round(
+        self, q: Query, reference: float, depth: int, k: int
+    ) -> tuple[list[tuple[str, float]], bool]:
+        """The best ``k`` of one round's pool, and whether they are provably exact."""
+        words = list(q.containing)
+        rows = self._db.execute(
+            _ROUND,
+            {
+                "terms": words,
+                "weights": [q.weight(w) for w in words],
+                "open": [q.containing[w] > depth for w in words],
+                "depth": depth,
+                "stretch": self._stretch(q.avg, reference),
+                "k1": K1,
+                "b": B,
+                "avg": q.avg,
+                "pool": max(self._pool, 2 * k),
+            },
+        ).fetchall()
+        if not rows:
+            return [], True
+        unseen = rows[0][2]
+        # a pooled chunk that did not come back can reach at most the last upper returned
+        beyond = rows[-1][1] if len(rows) == max(self._pool, 2 * k) else 0.0
+        found = best(self._scored(q, [r[0] for r in rows]), k)
+        bar = max(unseen, beyond)
+        return found, bar == 0 or (len(found) == k and found[-1][1] > bar)
+
+    @staticmethod
+    def _stretch(avg: float, reference: float) -> float:
+        """How far a chunk's impact at the current mean length can exceed the one stored
+        at the reference length: tf / (tf + k1 (1 - b + b len / avg)) over the stored
+        value is at most avg / reference when the mean has grown (and at most 1 when it
+        has shrunk). The margin covers REAL's rounding of the stored impact."""
+        return max(1.0, avg / reference) * (1 + 1e-6)
+
+    def _scored(self, q: Query, ids: Sequence[str]) -> list[tuple[str, float]]:
+        """BM25 of each chunk in ``ids`` from its stored tokens."""
+        rows = self._db.execute("SELECT id, tokens FROM chunks WHERE id = ANY(%s)", (list(ids),))
+        return [(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows]
 
     def score(self, query: str, rows: Sequence[tuple[str, str]]) -> dict[str, float]:
         """BM25 score of each (chunk id, stored tokens) row, however low it ranks."""
         if not rows:
             return {}
-        terms = tokenize(query)
-        stats = self._db.execute(_STATISTICS, (list(dict.fromkeys(terms)),)).fetchall()
-        idf = {term: lucene_idf(chunks, n) for chunks, _, term, n in stats if n}
-        avg = stats[0][1] / max(1, stats[0][0]) if stats else 1.0  # no words: every score 0
-        return {cid: bm25(terms, text.split(), idf, avg) for cid, text in rows}
+        q = self._query(tokenize(query))[0]
+        return {cid: bm25(q.terms, text.split(), q.idf, q.avg) for cid, text in rows}

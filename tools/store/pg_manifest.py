@@ -50,7 +50,7 @@ _RETIRED = ("retired_chunks", "retired_documents", "retired_files")
 
 
 class PgManifest(ManifestBase):
-    """A collection's manifest in one PostgreSQL schema, with exhaustive BM25 postings."""
+    """A collection's manifest in one PostgreSQL schema, with its BM25 postings."""
 
     _db: psycopg.Connection
 
@@ -88,18 +88,24 @@ class PgManifest(ManifestBase):
                 self._db.execute(pg_keywords.SCHEMA)
 
     def _ready(self) -> bool:
-        """Whether the tables exist (the keyword index's are made last)."""
+        """Whether the tables exist as this version makes them (the keyword index's newest
+        table is made last; a schema without it is brought up to date by ``_create``)."""
         row = self._db.execute(
-            "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'chunk_totals'",
-            (self._schema,),
+            "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = %s",
+            (self._schema, pg_keywords.NEWEST_TABLE),
         )
         return row.fetchone() is not None
 
-    def keyword_index(self, **limits: int) -> PgKeywordIndex:
-        """The keyword index over this manifest. ``limits`` (the SQLite index's
-        postings_budget, max_postings, pool) are accepted and ignored: this search is
-        exhaustive, so it has no bound to set."""
-        return PgKeywordIndex(self._db)
+    def keyword_index(
+        self,
+        postings_budget: int = pg_keywords.DEPTH,
+        max_postings: int = pg_keywords.MAX_DEPTH,
+        pool: int = pg_keywords.POOL,
+    ) -> PgKeywordIndex:
+        """The keyword index over this manifest, with the SQLite index's limits read per
+        query word: ``postings_budget`` postings of each word first, at most
+        ``max_postings``, and ``pool`` chunks rescored (``pg_keywords.PgKeywordIndex``)."""
+        return PgKeywordIndex(self._db, postings_budget, max_postings, pool)
 
     def identity(self) -> int | None:
         """The schema's oid: another value means the collection was dropped (None) or
