@@ -523,17 +523,19 @@ def table(results: dict) -> str:
             if name not in row:
                 continue
             r, b = row[name], row["postgres_build" if name == "postgres" else "build"]
+            bulk = "*" if b.get("hnsw_after_load") else ""
             cells = [
                 f"{r[k]['p50']}/{r[k]['p95']}"
                 for k in ("dense_ms", "keyword_ms", "fusion_ms", "total_ms")
             ]
             lines.append(
-                f"| {int(size):,} | {name} | {b['ingest_s']} | {b['disk_mb']} | {r['open_s']} | "
-                f"{r['first_query_s']} | {r['rss_mb']} | "
+                f"| {int(size):,} | {name} | {b['ingest_s']}{bulk} | {b['disk_mb']} | "
+                f"{r['open_s']} | {r['first_query_s']} | {r['rss_mb']} | "
                 + " | ".join(cells)
                 + f" | {r.get('agreement', 'exact')} | {r.get('dense_agreement') or '-'} |"
             )
     lines += [
+        "* HNSW index built after the load (--pg-bulk-from)",
         "",
         "keyword search alone (top 50), by question length (short: up to 12 words), against "
         "the exhaustive search on the same collection in the same run:",
