@@ -46,11 +46,11 @@ def test_a_round_that_claims_exact_is_exact(manifest):
     claimed = 0
     for _ in range(60):
         query = " ".join(rng.sample(WORDS[:8], 2) + rng.sample(WORDS[30:], rng.randint(0, 2)))
-        q, ref = bounded._query(tokenize(query))
+        q, ref, chunks = bounded._query(tokenize(query))
         assert ref == reference and q.avg > 1.2 * ref  # the stretch is exercised
         want = everything.search(query, 3)
         for depth in (1, 4, 16, 64):
-            found, exact = bounded._round(q, ref, depth, 3)
+            found, exact = bounded._round(q, (ref, chunks), depth, 3, last=False)
             if exact:
                 claimed += 1
                 assert [c for c, _ in found] == [c for c, _ in want], (query, depth)

@@ -30,11 +30,14 @@ from psycopg import pq
 from tools.store.keyword_index import K1, B, Query, best, bm25, lucene_idf
 from tools.text import tokenize
 
-# postings read per query word in a bounded search's first round; each further round
-# reads four times as many, up to MAX_DEPTH; POOL chunks (at least twice the k asked
-# for) are rescored from their tokens per round. bench/bench_scale.py measured these at
-# 100k and 1M chunks (docs_corpus/performance.md)
-DEPTH, MAX_DEPTH, POOL = 1000, 16_000, 200
+# postings read per query word in a bounded search's first round, and in its second and
+# last; POOL chunks (at least twice the k asked for) are rescored from their tokens per
+# round. Chosen with bench/bench_scale.py's measures at 1M chunks on questions it does
+# not report (CACM topics and SQuAD questions outside its sample): 16,000 postings and
+# 200 chunks agreed with exhaustive BM25 on 90% of the top 10, 16,000 and 600 on 95%,
+# 24,000 and 600 on 98.5% (keyword p50 69 ms for questions of up to 12 words), 32,000
+# and 600 on 99.5% (87 ms); a weight-scaled depth per word was faster but agreed less.
+DEPTH, MAX_DEPTH, POOL = 1000, 24_000, 600
 
 # A posting's impact from its term frequency ``tf`` (an SQL expression), its chunk's
 # ``length`` and the collection's ``reference_length``.
@@ -157,37 +160,45 @@ ORDER BY score DESC, p.chunk_id
 LIMIT %(k)s
 """
 
+# The impact of each word's ``depth``-th best posting (None for a word in fewer chunks):
+# a chunk not among a word's ``depth`` best holds it with at most this impact.
+_LAST_READ = """
+SELECT (SELECT impact FROM chunk_terms WHERE term = q.term
+        ORDER BY impact DESC OFFSET %(skip)s LIMIT 1)
+FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, position) ORDER BY position
+"""
+
 # One round of a bounded search: each distinct query word's ``depth`` postings of highest
 # impact, summed per chunk into its score over the postings read (``partial``) and the
-# most it can still gain (``upper``): for each word whose postings were not all read
-# (``open``), a chunk not among those read holds it with an impact of at most the last
-# one read, stretched by ``stretch`` (see ``PgKeywordIndex._stretch``). ``unseen`` is the
-# most a chunk found by no word can score. The ``pool`` chunks of highest ``upper`` come
-# back, to be scored exactly from their tokens.
+# most it can still gain (``upper``): ``bound`` is the most a word adds to a chunk not
+# among those read (0 when all were read), ``unseen`` their sum, the most a chunk found
+# by no word can score. The ``pool`` chunks kept are those of highest estimate: a word's
+# bound counts only as often as the word occurs in the chunks not read (``chance``;
+# ``expected`` is the sum of bound x chance), so a chunk with a rare word's exact score
+# outranks one whose upper bound is mostly common words' bounds. The last column is the
+# highest upper bound among the chunks not kept.
 _ROUND = """
 WITH q AS (
-    SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[], %(open)s::bool[])
-        AS q(term, weight, open)
-), read AS MATERIALIZED (
-    SELECT q.term, q.weight, q.open, p.chunk_id, p.tf, p.length, p.impact
+    SELECT * FROM unnest(
+        %(terms)s::text[], %(weights)s::float8[], %(bounds)s::float8[], %(chances)s::float8[]
+    ) AS q(term, weight, bound, chance)
+), pooled AS MATERIALIZED (
+    SELECT p.chunk_id,
+        SUM(q.weight * p.tf / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / %(avg)s)))
+            + %(unseen)s - SUM(q.bound) AS upper,
+        SUM(q.weight * p.tf / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / %(avg)s)))
+            + %(expected)s - SUM(q.bound * q.chance) AS estimate
     FROM q CROSS JOIN LATERAL (
-        SELECT chunk_id, tf, length, impact FROM chunk_terms
+        SELECT chunk_id, tf, length FROM chunk_terms
         WHERE term = q.term ORDER BY impact DESC LIMIT %(depth)s
     ) AS p
-), bounds AS (
-    SELECT term, CASE WHEN open THEN weight * LEAST(1, MIN(impact) * %(stretch)s) ELSE 0 END
-        AS bound
-    FROM read GROUP BY term, weight, open
-), pooled AS (
-    SELECT r.chunk_id, SUM(b.bound) AS seen,
-        SUM(r.weight * r.tf / (r.tf + %(k1)s * (1 - %(b)s + %(b)s * r.length / %(avg)s)))
-            AS partial
-    FROM read r JOIN bounds b USING (term) GROUP BY r.chunk_id
-), everywhere AS (SELECT SUM(bound) AS unseen FROM bounds)
-SELECT chunk_id, partial + unseen - seen AS upper, unseen
-FROM pooled CROSS JOIN everywhere
-ORDER BY upper DESC, chunk_id
-LIMIT %(pool)s
+    GROUP BY p.chunk_id
+), kept AS MATERIALIZED (
+    SELECT chunk_id, upper FROM pooled ORDER BY estimate DESC, chunk_id LIMIT %(pool)s
+)
+SELECT chunk_id, upper,
+    (SELECT COALESCE(MAX(upper), 0) FROM pooled WHERE chunk_id NOT IN (SELECT chunk_id FROM kept))
+FROM kept
 """
 
 
@@ -216,8 +227,9 @@ class PgKeywordIndex:
             self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             yield
 
-    def _query(self, terms: list[str]) -> tuple[Query, float]:
-        """The query's statistics, and the reference length impacts were computed with."""
+    def _query(self, terms: list[str]) -> tuple[Query, float, int]:
+        """The query's statistics, the reference length impacts were computed with, and
+        the number of chunks."""
         rows = self._db.execute(
             "SELECT t.chunks, t.tokens, t.reference_length, w.term, w.chunks "
             "FROM chunk_totals t LEFT JOIN term_chunks w ON w.term = ANY(%s) AND w.chunks > 0",
@@ -226,7 +238,7 @@ class PgKeywordIndex:
         chunks, tokens, reference = rows[0][:3]
         containing = {term: n for *_, term, n in rows if term is not None}
         idf = {term: lucene_idf(chunks, n) for term, n in containing.items()}
-        return Query(terms, containing, idf, tokens / max(1, chunks)), reference or 1.0
+        return Query(terms, containing, idf, tokens / max(1, chunks)), reference or 1.0, chunks
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """Top ``k`` (chunk id, BM25 score) pairs with a positive score, best first, ties
@@ -236,22 +248,24 @@ class PgKeywordIndex:
         statement. Otherwise rounds of ``_ROUND``: the pool of chunks that could score
         most is rescored from its tokens, and the result is exact (the same ids and scores
         as exhaustive BM25) once its k-th score beats both what a chunk outside the pool
-        and what a chunk no word found could reach. Until then the depth grows fourfold;
-        at ``max_depth`` the rescored pool's best are returned, exact or not
+        and what a chunk no word found could reach. Otherwise a second round reads
+        ``max_depth`` postings per word, and its rescored pool's best are returned, exact
+        or not
         (bench/bench_scale.py measures how often they agree with exhaustive BM25)."""
         terms = tokenize(query)
         if not terms or k <= 0:
             return []
         with self._snapshot():
-            q, reference = self._query(terms)
+            q, reference, chunks = self._query(terms)
             if not q.containing:
                 return []
             depth = self._depth
             while max(q.containing.values()) > depth:
-                found, exact = self._round(q, reference, depth, k)
-                if exact or depth >= self._max_depth:
+                last = depth >= self._max_depth
+                found, exact = self._round(q, (reference, chunks), depth, k, last)
+                if exact or last:
                     return found
-                depth = min(4 * depth, self._max_depth)
+                depth = self._max_depth
             return self._exact(terms, k)
 
     def _exact(self, terms: list[str], k: int) -> list[tuple[str, float]]:
@@ -261,18 +275,31 @@ class PgKeywordIndex:
         return [(cid, float(score)) for cid, score in rows]
 
     def _round(
-        self, q: Query, reference: float, depth: int, k: int
+        self, q: Query, totals: tuple[float, int], depth: int, k: int, last: bool
     ) -> tuple[list[tuple[str, float]], bool]:
-        """The best ``k`` of one round's pool, and whether they are provably exact."""
-        words = list(q.containing)
+        """The best ``k`` of one round's pool, and whether they are provably exact. A round
+        before the ``last`` that cannot prove its result (its k-th highest upper bound does
+        not beat what a chunk left out could reach) returns nothing, unscored."""
+        (reference, chunks), words = totals, list(q.containing)
+        last_read = self._db.execute(_LAST_READ, {"terms": words, "skip": depth - 1}).fetchall()
+        stretch = self._stretch(q.avg, reference)
+        bounds = [
+            q.weight(w) * min(1.0, impact * stretch) if impact is not None else 0.0
+            for w, (impact,) in zip(words, last_read, strict=True)
+        ]
+        # how often a chunk outside a word's ``depth`` best holds it
+        chances = [max(0, q.containing[w] - depth) / max(1, chunks - depth) for w in words]
+        unseen = sum(bounds)
         rows = self._db.execute(
             _ROUND,
             {
                 "terms": words,
                 "weights": [q.weight(w) for w in words],
-                "open": [q.containing[w] > depth for w in words],
+                "bounds": bounds,
+                "chances": chances,
+                "unseen": unseen,
+                "expected": sum(b * c for b, c in zip(bounds, chances, strict=True)),
                 "depth": depth,
-                "stretch": self._stretch(q.avg, reference),
                 "k1": K1,
                 "b": B,
                 "avg": q.avg,
@@ -281,11 +308,12 @@ class PgKeywordIndex:
         ).fetchall()
         if not rows:
             return [], True
-        unseen = rows[0][2]
-        # a pooled chunk that did not come back can reach at most the last upper returned
-        beyond = rows[-1][1] if len(rows) == max(self._pool, 2 * k) else 0.0
+        bar = max(unseen, rows[0][2])
+        if not last and bar > 0:
+            uppers = sorted((r[1] for r in rows), reverse=True)
+            if len(uppers) < k or uppers[k - 1] <= bar:
+                return [], False
         found = best(self._scored(q, [r[0] for r in rows]), k)
-        bar = max(unseen, beyond)
         return found, bar == 0 or (len(found) == k and found[-1][1] > bar)
 
     @staticmethod
