@@ -12,6 +12,7 @@ import pytest
 
 from tests.contract.test_manifest_contract import SCHEMA, entry
 from tools.store import postgres
+from tools.store.pg_keywords import PgKeywordIndex
 from tools.store.pg_manifest import PgManifest
 from tools.text import tokenize
 
@@ -40,7 +41,7 @@ def test_the_words_are_kept_as_they_are():
 
 def test_a_round_that_claims_exact_is_exact(manifest):
     everything = manifest.keyword_index(postings_budget=10**9, max_postings=10**9)
-    bounded = manifest.keyword_index(postings_budget=1, max_postings=10**9, pool=1)
+    bounded = PgKeywordIndex(manifest._db, depth=1, max_depth=10**9, pool=1, exact_postings=0)
     reference = manifest._db.execute("SELECT reference_length FROM chunk_totals").fetchone()[0]
     rng = random.Random(4)
     claimed = 0
@@ -63,7 +64,7 @@ def test_a_round_that_claims_exact_is_exact(manifest):
 
 def test_a_search_held_to_one_round_never_misstates_a_score(manifest):
     everything = manifest.keyword_index(postings_budget=10**9, max_postings=10**9)
-    shallow = manifest.keyword_index(postings_budget=2, max_postings=2, pool=3)
+    shallow = PgKeywordIndex(manifest._db, depth=2, max_depth=2, pool=3, exact_postings=0)
     for query in ("w0x w1x", "w0x w2x w50x", "w3x w3x w90x"):
         truth = dict(everything.search(query, 10**6))
         got = shallow.search(query, 3)
@@ -84,7 +85,7 @@ def test_a_collection_made_before_impacts_gets_them_when_opened(manifest, databa
     )
     reopened = PgManifest(database_url, SCHEMA)
     try:
-        bounded = reopened.keyword_index(postings_budget=1, max_postings=10**9)
+        bounded = PgKeywordIndex(reopened._db, depth=1, max_depth=10**9, exact_postings=0)
         for query, want in zip(queries, before, strict=True):
             got = bounded.search(query, 5)
             assert [c for c, _ in got] == [c for c, _ in want]
