@@ -8,15 +8,15 @@ in one transaction (the manifest commit stays the single commit point) and a rol
 that puts retired chunks back re-indexes them; deleting a chunk deletes its postings.
 
 Why bounded: exact BM25 reads every posting of every query word, and a common word sits
-in a tenth of the chunks (184 ms median and 1.1 s at p95 at 100k chunks, growing with
-the collection). Each posting therefore carries its *impact*, the term-frequency part of
-its BM25 score (``tf / (tf + k1 (1 - b + b length / L))``, below 1), computed at the
-collection's reference length L (its mean chunk length when it got its first chunks,
-then fixed, so a word's postings keep one order). An index on (word, impact) hands a
-search each word's best postings first, and the search reads only the top ``depth`` of
-each word (see ``PgKeywordIndex.search``), with a bound on what the unread ones can
-add. The word counts idf needs are kept in ``term_chunks`` by the same triggers, so no
-search counts postings.
+in a tenth of the chunks (at a million chunks, 184 ms median and 1.1 s at p95 for
+questions; docs_corpus/performance.md). Each posting therefore carries its *impact*,
+the term-frequency part of its BM25 score (``tf / (tf + k1 (1 - b + b length / L))``,
+below 1), computed at the collection's reference length L (its mean chunk length when
+it got its first chunks, then fixed, so a word's postings keep one order). An index on
+(word, impact) hands a search each word's best postings first, and the search reads
+only the top ``depth`` of each word (see ``PgKeywordIndex.search``), with a bound on
+what the unread ones can add. The word counts idf needs are kept in ``term_chunks`` by
+the same triggers, so no search counts postings.
 """
 
 from __future__ import annotations
