@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -71,25 +72,27 @@ class SessionRecords:
     def __init__(self, folder: Path | None = None, *, database_url: str = "") -> None:
         self.folder = folder
         self._url = database_url
+        self._made = False  # the table, once seen made by this handle
+
+    def _make_table(self) -> None:
+        """The sessions table, made once per handle under a lock: IF NOT EXISTS alone races
+        another server's first session. Not on every write: the lock is global, so it
+        would queue every server's chat writes behind one another."""
+        with borrowed(self._url) as con, con.transaction():
+            con.execute("SELECT pg_advisory_xact_lock(hashtext('rag_ui_sessions'))")
+            con.execute(POSTGRES_SCHEMA)
+        self._made = True
 
     def write(self, session_id: str, exchanges: list[dict[str, Any]]) -> None:
         payload = json.dumps({"exchanges": exchanges})
         if self._url:
-            with borrowed(self._url) as con, con.transaction():
-                # IF NOT EXISTS alone races another server's first session
-                con.execute("SELECT pg_advisory_xact_lock(hashtext('rag_ui_sessions'))")
-                con.execute(POSTGRES_SCHEMA)
-                con.execute(
-                    "INSERT INTO public.rag_ui_sessions (id, exchanges) VALUES (%s, %s) "
-                    "ON CONFLICT (id) DO UPDATE SET exchanges = EXCLUDED.exchanges, "
-                    "updated_at = now()",
-                    (session_id, payload),
-                )
-                con.execute(
-                    "DELETE FROM public.rag_ui_sessions WHERE id NOT IN (SELECT id FROM "
-                    "public.rag_ui_sessions ORDER BY updated_at DESC LIMIT %s)",
-                    (MAX_SAVED,),
-                )
+            if not self._made:
+                self._make_table()
+            try:
+                self._upsert(session_id, payload)
+            except psycopg.errors.UndefinedTable:  # the database was replaced since
+                self._make_table()
+                self._upsert(session_id, payload)
             return
         if self.folder is None:
             return
@@ -103,6 +106,21 @@ class SessionRecords:
         saved = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
         for old in saved[:-MAX_SAVED]:
             old.unlink(missing_ok=True)
+
+    def _upsert(self, session_id: str, payload: str) -> None:
+        """Save one session and drop all but the newest ``MAX_SAVED``."""
+        with borrowed(self._url) as con, con.transaction():
+            con.execute(
+                "INSERT INTO public.rag_ui_sessions (id, exchanges) VALUES (%s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET exchanges = EXCLUDED.exchanges, "
+                "updated_at = now()",
+                (session_id, payload),
+            )
+            con.execute(
+                "DELETE FROM public.rag_ui_sessions WHERE id NOT IN (SELECT id FROM "
+                "public.rag_ui_sessions ORDER BY updated_at DESC LIMIT %s)",
+                (MAX_SAVED,),
+            )
 
     def read(self, session_id: str) -> list[dict[str, Any]] | None:
         """The saved exchanges, or None when there are none, or when a file cannot be

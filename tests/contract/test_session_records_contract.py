@@ -4,6 +4,7 @@ embedded stores, a table of the collections' database with store = postgres (so 
 
 from __future__ import annotations
 
+import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
 
 from rag_ui.sessions import MAX_EXCHANGES, SessionRecords, Sessions
@@ -40,3 +41,15 @@ def test_a_session_saved_again_is_replaced_and_an_unknown_one_is_none(backend_se
         sessions.save(session)
     saved = _records(backend_settings).read(session.id)
     assert [e["id"] for e in saved] == [f"e{n}" for n in range(2, MAX_EXCHANGES + 2)]
+
+
+def test_a_table_dropped_after_the_first_write_is_made_again(backend_settings):
+    """The table is made once per handle, not on every write; a database replaced under a
+    running page (its table gone) still takes the next write."""
+    records = _records(backend_settings)
+    records.write("s1", [{"id": "e1"}])
+    if backend_settings.store == "postgres":
+        with psycopg.connect(backend_settings.database_url, autocommit=True) as con:
+            con.execute("DROP TABLE public.rag_ui_sessions")
+    records.write("s2", [{"id": "e2"}])
+    assert records.read("s2") == [{"id": "e2"}]
