@@ -135,6 +135,10 @@ class Query:
         """idf x (k1 + 1) x how often the query repeats the term."""
         return self.idf[term] * (K1 + 1) * self.terms.count(term)
 
+    def scores(self, rows: Iterable[tuple[str, str]]) -> dict[str, float]:
+        """BM25 of each (chunk id, stored tokens) row: how every index rescores chunks."""
+        return {cid: bm25(self.terms, text.split(), self.idf, self.avg) for cid, text in rows}
+
     def bound(self, terms: Iterable[str]) -> float:
         """The most a chunk holding only ``terms`` can score: BM25 per term stays below
         idf * (k1 + 1) however often the term occurs."""
@@ -275,7 +279,7 @@ class KeywordIndex:
         rows = self._db.execute(
             f"SELECT id, tokens FROM chunks WHERE rowid IN ({','.join(map(str, chosen))})"
         ).fetchall()
-        return best([(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows], k)
+        return best(list(q.scores(rows).items()), k)
 
     def _lengths(self, rowids: np.ndarray, known: np.ndarray) -> np.ndarray:
         """Chunk lengths in tokens, from FTS5's own table of them (a varint per chunk):
@@ -296,4 +300,4 @@ class KeywordIndex:
         if not rows:
             return {}
         q = self._query(query)
-        return {cid: bm25(q.terms, text.split(), q.idf, q.avg) for cid, text in rows}
+        return q.scores(rows)

@@ -27,20 +27,16 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import pq
 
-from tools.store.keyword_index import K1, B, Query, best, bm25, lucene_idf
+from tools.store.keyword_index import K1, B, Query, best, lucene_idf
 from tools.text import tokenize
 
 # postings read per query word in a bounded search's first round, and in its second and
 # last; POOL chunks (at least twice the k asked for) are rescored from their tokens per
-# round. Chosen with bench/bench_scale.py's measures at 1M chunks on questions it does
-# not report (CACM topics and SQuAD questions outside its sample): 16,000 postings and
-# 200 chunks agreed with exhaustive BM25 on 90% of the top 10, 16,000 and 600 on 95%,
-# 24,000 and 600 on 98.5% (keyword p50 69 ms for questions of up to 12 words), 32,000
-# and 600 on 99.5% (87 ms); a weight-scaled depth per word was faster but agreed less.
+# round; a query whose words have at most EXACT_POSTINGS postings in all is scored
+# exactly in one statement, the faster way at that size. Chosen with bench/bench_scale.py
+# on questions it does not report; the alternatives measured and their figures are in
+# docs_corpus/performance.md ("Retrieval at scale: PostgreSQL against the embedded store").
 DEPTH, MAX_DEPTH, POOL = 1000, 24_000, 600
-# a query whose words have at most this many postings in all is scored exactly in one
-# statement, which is then the faster (at 100k chunks, questions' median keyword time
-# went from 27 to 14 ms with it; at 1M chunks almost no question is that small)
 EXACT_POSTINGS = 30_000
 
 # A posting's impact from its term frequency ``tf`` (an SQL expression), its chunk's
@@ -139,10 +135,11 @@ DERIVED_TABLES = ("chunk_terms", "chunk_totals", "term_chunks")
 NEWEST_TABLE = "term_chunks"
 
 # Exact BM25 over every posting of the query's words, in one statement: the search when
-# the depth covers every posting anyway (a small collection, rare words), and the
-# reference the bounded search is measured against. Each chunk's words are summed in
-# query order, as ``keyword_index.bm25`` does, so equal chunks tie exactly. Every score
-# is positive: within one snapshot a word is in at most all chunks, so its idf is above 0.
+# the depth covers every posting anyway (a small collection, rare words) or there are at
+# most EXACT_POSTINGS, and the reference the bounded search is measured against. Each
+# chunk's words are summed in query order, as ``keyword_index.bm25`` does, so equal
+# chunks tie exactly. Every score is positive: within one snapshot a word is in at most
+# all chunks, so its idf is above 0.
 _EXACT = """
 WITH totals AS (
     SELECT chunks::float8 AS n, tokens::float8 / GREATEST(chunks, 1) AS avg FROM chunk_totals
@@ -344,11 +341,11 @@ class PgKeywordIndex:
     def _scored(self, q: Query, ids: Sequence[str]) -> list[tuple[str, float]]:
         """BM25 of each chunk in ``ids`` from its stored tokens."""
         rows = self._db.execute("SELECT id, tokens FROM chunks WHERE id = ANY(%s)", (list(ids),))
-        return [(cid, bm25(q.terms, text.split(), q.idf, q.avg)) for cid, text in rows]
+        return list(q.scores(rows).items())
 
     def score(self, query: str, rows: Sequence[tuple[str, str]]) -> dict[str, float]:
         """BM25 score of each (chunk id, stored tokens) row, however low it ranks."""
         if not rows:
             return {}
         q = self._query(tokenize(query))[0]
-        return {cid: bm25(q.terms, text.split(), q.idf, q.avg) for cid, text in rows}
+        return q.scores(rows)
