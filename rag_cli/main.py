@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         eval_cmd,
         flags_cmd,
         ingest_cmd,
+        mcp_cmd,
         serve_cmd,
         setup,
         trace_cmd,
@@ -90,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rag {_version()}")
     _add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands = (setup, doctor, ingest_cmd, ask_cmd, serve_cmd, ui_cmd, flags_cmd, trace_cmd)
+    commands = (setup, doctor, ingest_cmd, ask_cmd, serve_cmd, mcp_cmd, ui_cmd, flags_cmd)
+    commands += (trace_cmd,)
     for module in (*commands, eval_cmd):
         registered = module.register(sub)
         for command_parser in registered if isinstance(registered, list) else [registered]:
