@@ -10,11 +10,12 @@ wherever it puts the setting: ``config.configurable``, ``context`` or ``checkpoi
 runs, thread runs, streamed or waited runs, and its settings may not cost more than
 ``max_model_calls`` model calls (graph/budget.py). The graph refuses the same settings
 again when it builds a run's ``Settings`` (graph/configuration.py), so a route this
-guard does not know still cannot change them. Routes the product does not use (crons,
-batches, state writes, thread copies and prunes, assistant changes, the store, MCP,
-A2A) are closed, and so are webhooks. With keys configured (``api_key``,
-``client_keys``; ``rag serve`` generates one on loopback), every request must carry one
-in the ``X-API-Key`` header.
+guard does not know still cannot change them. Only the routes in server/routes.py's
+table are served: any other answers 404 before a handler runs (crons, batches, state
+writes, the store, MCP, A2A, the v2 and WebSocket routes, ``langgraph dev``'s
+``/internal/*`` and ``/deploy``), and webhooks are refused. With keys configured
+(``api_key``, ``client_keys``; ``rag serve`` generates one on loopback), every route the
+table does not open to anyone needs one in the ``X-API-Key`` header.
 
 Several clients on one server (``client_keys``): each reads only the collections
 ``client_collections`` gives it (another's is refused as an unknown one), cancels only
@@ -35,9 +36,19 @@ from starlette.responses import JSONResponse, Response
 
 from graph.budget import budget_problem
 from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, service_settings, settings_for
-from server.http_guard import HttpGuard, parse_json
-from server.quotas import Refusal, metadata_problem, quota_problem, usage_of
-from server.routes import Route, route_of
+from server.http_guard import (
+    ASGIApp,
+    HttpGuard,
+    Receive,
+    Scope,
+    Send,
+    headers_of,
+    parse_json,
+    refuse,
+)
+from server.limits import run_problem
+from server.quotas import Refusal, metadata_problem, quota_problem, records
+from server.routes import Kind, may_call, served
 from tools.config import (
     ConfigError,
     Settings,
@@ -48,13 +59,8 @@ from tools.config import (
 from tools.store.collection import as_of_problem, list_collections
 from tools.store.postgres import DatabaseError
 
-# what a run's top-level ``config`` may hold: anything else (a setting put beside
-# ``configurable``) would be stored in the thread's record and break reading it back
-CONFIG_KEYS = frozenset({"configurable", "tags", "recursion_limit"})
 API_KEY_HEADER = "X-API-Key"
 MAX_BODY_BYTES = 1_000_000
-MAX_MESSAGES = 100
-MAX_MESSAGE_CHARS = 20_000
 INPUT_FIELDS = {"question", "messages", *PER_QUESTION_FIELDS}
 
 
@@ -62,15 +68,6 @@ def _overrides(body: dict[str, Any]) -> dict[str, Any] | str:
     """The settings a request overrides (config.configurable, context, checkpoint), or
     what is wrong."""
     config = body.get("config") or {}
-    if not isinstance(config, dict):
-        return "'config' must be an object"
-    if stray := sorted(set(config) - CONFIG_KEYS):
-        return (
-            f"'config' may hold only {sorted(CONFIG_KEYS)}, not {stray}: settings go in "
-            "config.configurable"
-        )
-    if body.get("webhook") is not None:
-        return "'webhook' is not accepted: this server sends run records to no URL"
     found: dict[str, Any] = {}
     for where, values in (
         ("config.configurable", config.get("configurable")),
@@ -89,30 +86,16 @@ def _overrides(body: dict[str, Any]) -> dict[str, Any] | str:
     return found
 
 
-def _check_messages(messages: Any) -> str | None:
-    if messages is None:
-        return None
-    if not isinstance(messages, list):
-        return "'input.messages' must be a list"
-    if len(messages) > MAX_MESSAGES:
-        return f"'input.messages' has {len(messages)} messages, over {MAX_MESSAGES}"
-    for message in messages:
-        text = message.get("content") if isinstance(message, dict) else message
-        if len(str(text)) > MAX_MESSAGE_CHARS:
-            return f"a message in 'input.messages' is over {MAX_MESSAGE_CHARS} characters"
-    return None
-
-
 def check_run_request(body: Any, base: Settings, client: str) -> str | None:
     """Return what is wrong with a run request, or None if it may go ahead. A collection
     the client may not read is refused exactly as one that does not exist."""
     if not isinstance(body, dict):
         return "the request body must be a JSON object"
+    if problem := run_problem(body):  # config keys, webhook, command, messages
+        return problem
     overrides = _overrides(body)
     if isinstance(overrides, str):
         return overrides
-    if body.get("command") is not None:
-        return "'command' is not accepted: this graph never pauses for input"
     payload = body.get("input")
     if not isinstance(payload, dict):
         return "'input' must be an object with a 'question' string"
@@ -121,9 +104,6 @@ def check_run_request(body: Any, base: Settings, client: str) -> str | None:
         hint = "config.configurable.user_id sets the trace's user"
         where = f" ({hint})" if "user_id" in unknown else ""
         return f"unknown input field(s) {sorted(unknown)}{where}; accepted: {sorted(INPUT_FIELDS)}"
-    problem = _check_messages(payload.get("messages"))
-    if problem:
-        return problem
     question = payload.get("question")
     if not isinstance(question, str) or not question.strip():
         return "'input.question' is required and must be a non-empty string"
@@ -156,26 +136,15 @@ class ValidateRuns(BaseHTTPMiddleware):
     auth handlers (server/auth.py) and by the graph where it reads (graph/configuration.py)."""
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        # the scope's path is what the router dispatches; request.url comes from the Host
-        path, method = request.scope["path"], request.method
-        route = route_of(method, path)
-        if route is Route.CLOSED:
-            return JSONResponse({"detail": f"{path} is not served here"}, 404)
-        if route is Route.ASSISTANT_WRITE:
-            return JSONResponse(
-                {
-                    "detail": "assistants are fixed by the operator; runs take per-request "
-                    "settings in config.configurable"
-                },
-                403,
-            )
-        if route not in (Route.RUN, Route.CREATE_THREAD, Route.PATCH_THREAD, Route.CANCEL):
+        row = served(request.scope)  # the scope's path: what the router dispatches
+        kind = row.kind if row else None
+        if kind not in (Kind.RUN, Kind.CREATE_THREAD, Kind.PATCH_THREAD, Kind.CANCEL):
             return await call_next(request)
         try:
             body = parse_json(await request.body())
         except ValueError as exc:
             return JSONResponse({"detail": str(exc)}, 422)
-        if route is Route.CANCEL and isinstance(body, dict) and body.get("status"):
+        if kind is Kind.CANCEL and isinstance(body, dict) and body.get("status"):
             return JSONResponse(
                 {
                     "detail": "cancelling by status reaches every client's runs: name "
@@ -183,41 +152,58 @@ class ValidateRuns(BaseHTTPMiddleware):
                 },
                 403,
             )
-        if route is Route.CREATE_THREAD and isinstance(body, dict) and body.get("supersteps"):
+        if kind is Kind.CREATE_THREAD and isinstance(body, dict) and body.get("supersteps"):
             return JSONResponse(
                 {"detail": "'supersteps' writes a thread's state: not accepted here"}, 422
             )
         base = service_settings()
         client = client_of(base, request.headers.get(API_KEY_HEADER, "")) or "anyone"
-        if route is Route.RUN:  # reads the store: off the event loop
+        if kind is Kind.RUN:  # reads the store: off the event loop
             problem = await run_in_threadpool(check_run_request, body, base, client)
             if problem:
                 return JSONResponse({"detail": problem}, 422)
         if refusal := metadata_problem(body, base):
             return _refused(refusal)
-        if route in (Route.RUN, Route.CREATE_THREAD):
-            new_thread = route is Route.CREATE_THREAD or not path.startswith("/threads/")
+        if kind in (Kind.RUN, Kind.CREATE_THREAD):
+            path = request.scope["path"]
+            new_thread = kind is Kind.CREATE_THREAD or not path.startswith("/threads/")
             new_thread |= isinstance(body, dict) and body.get("if_not_exists") == "create"
-            usage = await usage_of(client, base)
-            is_run = route is Route.RUN
+            usage = await records(base).usage(client)
+            is_run = kind is Kind.RUN
             if refusal := quota_problem(usage, base, new_thread=new_thread, run=is_run):
                 return _refused(refusal)
         return await call_next(request)
 
 
-class RequireApiKey(BaseHTTPMiddleware):
-    """With keys configured (``api_key``, ``client_keys``), a request without one of them
-    in the X-API-Key header gets a 401, on every route (server/auth.py then tells the
-    LangGraph routes which client it is)."""
+class ServedRoutesOnly:
+    """The door's route and key checks, for HTTP and WebSocket alike: a request no row
+    of server/routes.py's table serves answers 404 before any handler runs; one the
+    table serves needs the key its row asks for (401 without a valid one, 403 for a
+    client's key on an operator's route). Server/auth.py then tells the LangGraph
+    routes which client it is."""
 
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if client_of(service_settings(), request.headers.get(API_KEY_HEADER, "")) is None:
-            return JSONResponse(
-                {"detail": f"missing or wrong {API_KEY_HEADER} header"},
-                401,
-                headers={"WWW-Authenticate": API_KEY_HEADER},
-            )
-        return await call_next(request)
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)  # lifespan
+            return
+        row = served(scope)
+        if row is None:
+            await refuse(scope, receive, send, 404, f"{scope['path']} is not served here")
+            return
+        key = headers_of(scope).get(API_KEY_HEADER.lower(), "")
+        client = client_of(service_settings(), key)
+        if not may_call(row, client):
+            if client is None:
+                detail, status = f"missing or wrong {API_KEY_HEADER} header", 401
+            else:
+                detail, status = f"{row.template} is for the operator's key", 403
+            challenge = [(b"www-authenticate", API_KEY_HEADER.encode())] if status == 401 else []
+            await refuse(scope, receive, send, status, detail, challenge)
+            return
+        await self.app(scope, receive, send)
 
 
 # What a request meets while the database is down or restarting: each is a 503 with
@@ -255,8 +241,8 @@ async def healthz(_: Request) -> JSONResponse:
 
 app = Starlette(routes=[routing.Route("/healthz", healthz)])
 app.add_middleware(ValidateRuns)
-app.add_middleware(RequireApiKey)
 app.add_middleware(DatabaseDown)
+app.add_middleware(ServedRoutesOnly)
 app.add_middleware(  # added last, so it runs first
     HttpGuard,
     settings=service_settings,

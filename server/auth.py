@@ -6,31 +6,51 @@ search, update, delete and run is filtered on it by the LangGraph server itself,
 client never sees another's conversations. With a single key every request is the same
 client, as before.
 
-These handlers are the second layer behind the middleware (server/app.py): they run
-inside LangGraph's own operations, whatever path or Host a request came by, so a
-routing mistake in front cannot open what the product does not serve. Only what the
-product uses is allowed: threads (owned), runs on them, assistant reads. The store,
-crons, assistant writes and thread state writes are refused here too, and a run's
-place in its client's quota is reserved here, atomically (server/quotas.py).
+These handlers are the second layer behind the door (server/app.py): they run inside
+LangGraph's own operations, whatever path, transport or Host a request came by, so a
+routing mistake in front cannot open what the product does not serve. Only the events
+the served routes raise are allowed (``AUTH_EVENTS``, from the table in
+server/routes.py); the store, crons, assistant writes and thread state writes are
+refused here too. Where a thread or a run is made, whatever route made it (the v2
+``commands`` and WebSocket routes fire the same ``threads.create_run``), its limits are
+enforced here: the metadata cap, the run's config keys and message history
+(server/limits.py), and a place among the client's threads and active runs, reserved
+atomically (server/quotas.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph_sdk import Auth
 
 from graph.configuration import service_settings
-from server.quotas import metadata_total_problem, reserve_run, thread_metadata
+from server.limits import run_problem
+from server.quotas import (
+    Refusal,
+    metadata_problem,
+    metadata_total_problem,
+    records,
+    reserve_run,
+    reserve_thread,
+)
+from server.routes import AUTH_EVENTS
 from tools.config import client_of
 
 API_KEY_HEADER = b"x-api-key"
 auth = Auth()
+Filter = dict[str, str] | None
 
 
 def _refuse(status: int, detail: str, retry_after_s: int | None = None) -> None:
     headers = {"Retry-After": str(retry_after_s)} if retry_after_s else None
     raise Auth.exceptions.HTTPException(status_code=status, detail=detail, headers=headers)
+
+
+def _refused(refusal: Refusal | None) -> None:
+    if refusal is not None:
+        _refuse(refusal.status, refusal.detail, refusal.retry_after_s)
 
 
 @auth.authenticate
@@ -42,12 +62,20 @@ async def authenticate(headers: dict[bytes, bytes]) -> str:
 
 
 @auth.on
-async def not_served(ctx: Auth.types.AuthContext, value: Any) -> None:
-    """Everything no handler below allows: the store, crons, assistant writes."""
-    _refuse(404, f"{ctx.resource} {ctx.action} is not served here")
+async def served_events_only(ctx: Auth.types.AuthContext, value: Any) -> Filter:
+    """Every LangGraph operation comes here: an event no served route raises is refused
+    (404), a thread or run being made meets its limits, and threads are owned."""
+    event = f"{ctx.resource}.{ctx.action}"
+    if event not in AUTH_EVENTS:
+        _refuse(404, f"{event} is not served here")
+    if ctx.resource == "assistants":  # reads of the operator's fixed assistants
+        return None
+    return await RULES.get(event, own_threads)(ctx, value)
 
 
-def _stamp(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """A thread operation: the request's metadata stamped with its client, and the
+    operation filtered on that owner."""
     owner = {"owner": ctx.user.identity}
     if isinstance(value, dict):  # create, update and run requests carry metadata
         metadata = value.get("metadata")
@@ -58,23 +86,26 @@ def _stamp(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     return owner
 
 
-@auth.on.threads
-async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    return _stamp(ctx, value)
+async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """``POST /threads``: metadata within its cap, and a place among the client's threads."""
+    settings = service_settings()
+    _refused(metadata_problem(value, settings))
+    thread_id = str(value.get("thread_id"))
+    if await records(settings).thread_metadata(thread_id) is None:  # a new one
+        _refused(await reserve_thread(ctx.user.identity, thread_id, settings))
+    return await own_threads(ctx, value)
 
 
-@auth.on.threads.update
-async def update_own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """A metadata PATCH (capped as a whole) or a run cancel; never a state write
     (``POST /threads/ID/state``, a thread created with ``supersteps``)."""
     if value.get("action") is None and value.get("metadata") is None:
         _refuse(404, "writing a thread's state is not served here")
     if value.get("action") is None:  # PATCH /threads/ID: merged into what the thread holds
         settings = service_settings()
-        current = await thread_metadata(str(value.get("thread_id")), settings)
-        if refusal := metadata_total_problem(current, value["metadata"], settings):
-            _refuse(refusal.status, refusal.detail)
-        return _stamp(ctx, value)
+        current = await records(settings).thread_metadata(str(value.get("thread_id")))
+        _refused(metadata_total_problem(current, value["metadata"], settings))
+        return await own_threads(ctx, value)
     return {"owner": ctx.user.identity}  # cancel: its metadata names runs, not the owner
 
 
@@ -94,28 +125,30 @@ def _plain_user(value: Any) -> None:
         }
 
 
-@auth.on.threads.create_run
-async def runs_within_quota(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    """Owned like any thread write, and within the client's cap on active runs."""
-    owner = _stamp(ctx, value)
+async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """A run from any route: on the client's own thread, its request within the limits,
+    and places reserved for the thread it makes (if any) and among its active runs."""
+    client, settings = ctx.user.identity, service_settings()
+    if problem := run_problem(value.get("kwargs") or {}):
+        _refuse(422, problem)
+    _refused(metadata_problem(value, settings))
+    owner = await own_threads(ctx, value)
     _plain_user(value)
-    settings = service_settings()
     thread_id = value.get("thread_id")
+    metadata = None
     if thread_id is not None:  # another client's thread: refused before any place is held
-        metadata = await thread_metadata(str(thread_id), settings)
-        if metadata is not None and metadata.get("owner") != ctx.user.identity:
+        metadata = await records(settings).thread_metadata(str(thread_id))
+        if metadata is not None and metadata.get("owner") != client:
             _refuse(404, f"Thread {thread_id} not found")
     run_id = str(value.get("run_id") or id(value))
-    if refusal := await reserve_run(ctx.user.identity, run_id, settings):
-        _refuse(refusal.status, refusal.detail, refusal.retry_after_s)
+    if thread_id is None or (metadata is None and value.get("if_not_exists") == "create"):
+        _refused(await reserve_thread(client, run_id, settings))  # the run makes a thread
+    _refused(await reserve_run(client, run_id, settings))
     return owner
 
 
-@auth.on.assistants.read
-async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
-    return None
-
-
-@auth.on.assistants.search
-async def search_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
-    return None
+RULES: dict[str, Callable[[Auth.types.AuthContext, Any], Awaitable[dict[str, str]]]] = {
+    "threads.create": create_thread,
+    "threads.update": update_thread,
+    "threads.create_run": create_run,
+}

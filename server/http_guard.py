@@ -21,6 +21,12 @@ any route runs:
   trickles its body cannot hold a worker. (Slow *headers* arrive before any ASGI code
   runs: that limit belongs to the reverse proxy, see docs_corpus/security.md.)
 
+A WebSocket handshake meets the same door: the same ambiguity, Host and Origin checks
+(a page on any origin may open a WebSocket to loopback: browsers apply no CORS to
+them), refused with the same status (``websocket.http.response`` where the server
+supports it, else a close before accepting, which the server sends as a 403); and a
+frame over ``max_body`` bytes closes the socket (1009) instead of reaching the app.
+
 And every response forbids framing (``X-Frame-Options: DENY`` and CSP
 ``frame-ancestors 'none'``): a page on another port of 127.0.0.1 is same-site, so
 the chat page's cookie reaches a frame of it, and a framed page can be clickjacked.
@@ -89,11 +95,45 @@ def host_name(host_header: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def reply(send: Send, status: int, detail: str) -> None:
+Headers = list[tuple[bytes, bytes]]
+
+
+async def reply(send: Send, status: int, detail: str, more: Headers | None = None) -> None:
     body = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers + (more or [])})
     await send({"type": "http.response.body", "body": body})
+
+
+WEBSOCKET_POLICY = 1008  # close code: a policy refused the connection
+WEBSOCKET_TOO_BIG = 1009
+
+
+async def refuse(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    detail: str,
+    more: Headers | None = None,
+) -> None:
+    """Refuse an HTTP request or a WebSocket handshake with ``status`` and ``detail``. A
+    handshake is answered with that HTTP response where the server supports it (ASGI's
+    ``websocket.http.response``), else closed before it is accepted (an HTTP 403)."""
+    if scope["type"] != "websocket":
+        await reply(send, status, detail, more)
+        return
+    message = await receive()  # websocket.connect, or the client already left
+    if message["type"] != "websocket.connect":
+        return
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = json.dumps({"detail": detail}).encode()
+        headers = [(b"content-type", b"application/json"), *(more or [])]
+        start = {"type": "websocket.http.response.start", "status": status, "headers": headers}
+        await send(start)
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": WEBSOCKET_POLICY, "reason": detail[:120]})
 
 
 class HttpGuard:
@@ -113,17 +153,20 @@ class HttpGuard:
         self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)  # lifespan
             return
         send = _unframeable(send)
         if unclear := ambiguity(scope):
-            await reply(send, 400, unclear)
+            await refuse(scope, receive, send, 400, unclear)
             return
         headers = headers_of(scope)
         problem = self._problem(headers)
         if problem:
-            await reply(send, *problem)
+            await refuse(scope, receive, send, *problem)
+            return
+        if scope["type"] == "websocket":
+            await self.app(scope, _frames_capped(receive, send, self.max_body), send)
             return
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body:
@@ -190,6 +233,22 @@ def _unframeable(send: Send) -> Send:
         await send(message)
 
     return sending
+
+
+def _frames_capped(receive: Receive, send: Send, max_bytes: int) -> Receive:
+    """A WebSocket receive that closes the socket (1009) on a frame over ``max_bytes``
+    and tells the app the client left, instead of handing the frame over."""
+
+    async def receiving() -> Message:
+        message = await receive()
+        if message["type"] == "websocket.receive":
+            data = message.get("bytes") or (message.get("text") or "").encode()
+            if len(data) > max_bytes:
+                await send({"type": "websocket.close", "code": WEBSOCKET_TOO_BIG})
+                return {"type": "websocket.disconnect", "code": WEBSOCKET_TOO_BIG}
+        return message
+
+    return receiving
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -1,57 +1,134 @@
-"""Which route a request is: the one answer the guard, the middleware and tests share.
+"""The routes `rag serve` serves: one table, and the lookup every layer shares.
 
-Why one function: Starlette rebuilds ``request.url`` from the Host header, while the
-router dispatches on the ASGI scope's ``path``. A middleware that decided on
+The LangGraph server mounts far more than the product uses (crons, batches, the store,
+MCP, A2A, thread copies, the v2 ``commands`` and WebSocket routes, and, under
+``langgraph dev``, ``/internal/*`` and ``/deploy`` outside LangGraph's own auth). So
+the door is an allow-list of what is *served*: a request whose (transport, method,
+path) no row names answers 404 before any handler runs, on either runtime. Each row
+also says who may call it and which LangGraph auth events it raises; the door
+(server/app.py), the auth handlers (server/auth.py) and docs_corpus/security.md read
+this table, and tests/unit/test_served_routes.py compares it with the routes the real
+LangGraph app holds. Serving something new is adding a row.
+
+No WebSocket route is served: nothing in the product (the CLI, the chat page, the
+documented langgraph-sdk calls) opens one, and browsers send no ``X-API-Key`` on a
+WebSocket. The v2 ``POST /threads/{id}/commands`` is closed for the same reason.
+
+Why decide on the scope's path: Starlette rebuilds ``request.url`` from the Host
+header, while the router dispatches on the ASGI scope's ``path``. A check that read
 ``request.url.path`` could be shown one path (``Host: 127.0.0.1:8123?`` empties it)
-while the router ran another: that is how a client once reached another client's
-collection. Every decision here takes the scope's path, the string the router matches.
+while the router ran another. Every decision here takes ``scope["path"]``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
+
+from starlette.routing import compile_path
+
+from tools.config import OPERATOR
 
 
-class Route(Enum):
-    CLOSED = "closed"  # not served: store, crons, batches, MCP, A2A, copies, prunes, state writes
-    ASSISTANT_WRITE = "assistant_write"  # assistants are fixed by the operator
+class Transport(Enum):
+    HTTP = "http"
+    WEBSOCKET = "websocket"
+
+
+class Caller(Enum):
+    """Who may call a route."""
+
+    ANYONE = "anyone"  # no key needed
+    CLIENT = "key"  # any configured key (client_keys or api_key)
+    OPERATOR = "operator"  # the operator's api_key only
+
+
+class Kind(Enum):
+    """What a route does, for the door's early checks (server/app.py)."""
+
+    READ = "read"  # reads, searches, joins: LangGraph's owner filters hold them
+    DELETE = "delete"  # deletes an owned thread
+    CREATE_THREAD = "create_thread"  # metadata and thread cap
+    PATCH_THREAD = "patch_thread"  # merges metadata: capped as a whole
     RUN = "run"  # starts a run: checked before it is queued
-    CREATE_THREAD = "create_thread"
-    PATCH_THREAD = "patch_thread"  # merges metadata: capped
-    CANCEL = "cancel"  # POST /runs/cancel: by thread and run ids only
-    OTHER = "other"  # reads, deletes, joins: LangGraph's own owner filters hold them
+    CANCEL = "cancel"  # cancels runs by id
 
 
-RUN_PATHS = re.compile(r"^(/threads/[^/]+)?/runs(/wait|/stream)?/?$")
-ASSISTANT_READS = re.compile(
-    r"^/assistants(/search|/count|/[^/]+(/graph|/schemas|/subgraphs.*)?)?/?$"
+@dataclass(frozen=True)
+class Served:
+    """One served route. ``fires``: the LangGraph auth events (``resource.action``) its
+    handler raises; the auth handlers refuse every other event."""
+
+    method: str  # "GET", "POST", ...; "GET" for a WebSocket handshake
+    template: str  # Starlette's path template, as langgraph-api declares it
+    kind: Kind
+    fires: frozenset[str] = frozenset()
+    caller: Caller = Caller.CLIENT
+    transport: Transport = Transport.HTTP
+    pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pattern", compile_path(self.template)[0])
+
+
+def _row(method: str, template: str, kind: Kind, *fires: str) -> Served:
+    return Served(method, template, kind, frozenset(fires))
+
+
+READ_THREAD = "threads.read"
+RUN = ("threads.create_run", READ_THREAD)  # a waited or streamed run joins it: a read
+CANCEL = ("threads.update", READ_THREAD)  # a cancel is an update with an action
+
+SERVED: tuple[Served, ...] = (
+    _row("GET", "/healthz", Kind.READ),
+    _row("GET", "/openapi.json", Kind.READ),
+    _row("POST", "/assistants/search", Kind.READ, "assistants.search"),
+    _row("GET", "/assistants/{assistant_id}", Kind.READ, "assistants.read"),
+    _row("GET", "/assistants/{assistant_id}/schemas", Kind.READ, "assistants.read"),
+    _row("POST", "/threads", Kind.CREATE_THREAD, "threads.create"),
+    _row("POST", "/threads/search", Kind.READ, "threads.search"),
+    _row("GET", "/threads/{thread_id}", Kind.READ, READ_THREAD),
+    _row("PATCH", "/threads/{thread_id}", Kind.PATCH_THREAD, "threads.update", READ_THREAD),
+    _row("DELETE", "/threads/{thread_id}", Kind.DELETE, "threads.delete", READ_THREAD),
+    _row("GET", "/threads/{thread_id}/state", Kind.READ, READ_THREAD),
+    _row("POST", "/runs", Kind.RUN, *RUN),
+    _row("POST", "/runs/wait", Kind.RUN, *RUN),
+    _row("POST", "/runs/stream", Kind.RUN, *RUN),
+    _row("POST", "/threads/{thread_id}/runs", Kind.RUN, *RUN),
+    _row("POST", "/threads/{thread_id}/runs/wait", Kind.RUN, *RUN),
+    _row("POST", "/threads/{thread_id}/runs/stream", Kind.RUN, *RUN),
+    _row("GET", "/threads/{thread_id}/runs/{run_id}", Kind.READ, READ_THREAD),
+    _row("GET", "/threads/{thread_id}/runs/{run_id}/join", Kind.READ, READ_THREAD),
+    _row("POST", "/runs/cancel", Kind.CANCEL, *CANCEL),
+    _row("POST", "/threads/{thread_id}/runs/{run_id}/cancel", Kind.CANCEL, *CANCEL),
 )
-# Routes nothing in the product uses, each a way to store a config that runs later, to
-# queue many runs at once, to write state, or to reach state another client owns.
-# Under these prefixes every method is closed (no other route shares them) ...
-CLOSED_PREFIXES = re.compile(r"^/(runs/crons|runs/batch|store|mcp|a2a)(/|$)")
-# ... and these are POSTs whose paths other methods share with thread and run reads
-# (GET /threads/prune reads a thread called "prune"): closed for POST only.
-CLOSED_POSTS = re.compile(r"^/threads/(prune|[^/]+/(copy|state|runs/crons))/?$")
-THREAD = re.compile(r"^/threads/[^/]+/?$")
-ASSISTANT_QUERIES = ("/assistants/search", "/assistants/count")  # POST, but reads
+
+# what LangGraph's auth lets through: the events the served routes raise
+AUTH_EVENTS: frozenset[str] = frozenset().union(*(row.fires for row in SERVED))
 
 
-def route_of(method: str, path: str) -> Route:
-    """The route of a request, from its method and the scope's ``path`` (never the URL)."""
-    method = method.upper()
-    if CLOSED_PREFIXES.match(path) or (method == "POST" and CLOSED_POSTS.match(path)):
-        return Route.CLOSED
-    if path.startswith("/assistants"):
-        read = method == "GET" or path.rstrip("/") in ASSISTANT_QUERIES
-        return Route.OTHER if read and ASSISTANT_READS.match(path) else Route.ASSISTANT_WRITE
-    if method == "POST" and RUN_PATHS.match(path):
-        return Route.RUN
-    if method == "POST" and path.rstrip("/") == "/threads":
-        return Route.CREATE_THREAD
-    if method == "PATCH" and THREAD.match(path):
-        return Route.PATCH_THREAD
-    if method == "POST" and path.rstrip("/") == "/runs/cancel":
-        return Route.CANCEL
-    return Route.OTHER
+def served(scope: Mapping[str, Any]) -> Served | None:
+    """The row serving this ASGI request (HTTP or WebSocket), or None: not served."""
+    try:
+        transport = Transport(scope["type"])
+    except ValueError:
+        return None
+    method = "GET" if transport is Transport.WEBSOCKET else str(scope.get("method", "")).upper()
+    path = scope.get("path", "")
+    for row in SERVED:
+        if row.transport is transport and row.method == method and row.pattern.match(path):
+            return row
+    return None
+
+
+def may_call(row: Served, client: str | None) -> bool:
+    """Whether the client a key names (None: no or a wrong key; 'anyone': no key is
+    configured, an open server on purpose) may call this route."""
+    if row.caller is Caller.ANYONE:
+        return True
+    if row.caller is Caller.OPERATOR:
+        return client in (OPERATOR, "anyone")
+    return client is not None

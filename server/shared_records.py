@@ -1,14 +1,16 @@
 """A client's threads, runs and checkpoints in the shared runtime's PostgreSQL tables
-(``server_runtime = shared``; server/shared_runtime.py), for the quotas.
+(``server_runtime = shared``; server/shared_runtime.py), for the quotas
+(server/quotas.py ``Records``).
 
-The same counts as the in-memory runtime's (server/quotas.py), read with SQL through
+The same counts as the in-memory runtime's (server/memory_records.py), read with SQL through
 the runtime's own connection pool (asynchronous: nothing blocks the event loop), so
 every replica sees every replica's threads and runs. Sizes are PostgreSQL's stored
 sizes of the same records, not their JSON length: near it, and what the database holds.
 
-A run's place is reserved across replicas: a transaction takes an advisory lock on the
-client, counts its active runs and live reservations, and inserts its reservation, so
-two replicas given a burst of one client's requests cannot both admit the last place.
+A run's or a new thread's place is reserved across replicas: a transaction takes an
+advisory lock on the client, counts its active runs (or threads) and live reservations,
+and inserts its reservation, so two replicas given a burst of one client's requests
+cannot both admit the last place.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ from typing import Any
 
 from sqlalchemy import text
 
-RESERVATIONS = """
-CREATE TABLE IF NOT EXISTS rag_run_reservations (
+from server.quotas import RESERVATION_TTL_S, Place, Usage
+
+# one table per place; a reservation ends when its id is a recorded run (or thread)
+RESERVATIONS = {Place.RUN: "rag_run_reservations", Place.THREAD: "rag_thread_reservations"}
+RECORDED = {
+    Place.RUN: "SELECT run_id::text FROM runs",
+    Place.THREAD: "SELECT run_id::text FROM runs UNION ALL SELECT thread_id::text FROM threads",
+}
+CREATE = """
+CREATE TABLE IF NOT EXISTS {table} (
     run_id TEXT PRIMARY KEY,
     client TEXT NOT NULL,
     reserved_at TIMESTAMPTZ NOT NULL DEFAULT now()
@@ -50,17 +60,18 @@ SELECT
 """
 
 
-_made = False  # this process has seen the reservations table made
+_made = False  # this process has seen the reservations tables made
 
 
-async def _reservations_table(session: Any) -> None:
-    """Create the reservations table until this process has seen it committed (not on
-    every run request), under a lock: IF NOT EXISTS alone fails when two replicas'
-    first reservations race."""
+async def _reservations_tables(session: Any) -> None:
+    """Create the reservations tables until this process has seen them committed (not on
+    every request), under a lock: IF NOT EXISTS alone fails when two replicas' first
+    reservations race."""
     if not _made:
         lock = "SELECT pg_advisory_xact_lock(hashtext('rag_run_reservations'))"
         await session.execute(text(lock))
-        await session.execute(text(RESERVATIONS))
+        for table in RESERVATIONS.values():
+            await session.execute(text(CREATE.format(table=table)))
 
 
 def _sessions() -> Any:
@@ -69,65 +80,63 @@ def _sessions() -> Any:
     return get_session_factory()
 
 
-async def owned(client: str) -> tuple[int, int, int]:
-    """(threads, runs pending or running, bytes stored) of ``client``."""
-    async with _sessions()() as session:
-        return await _owned_in(session, client)
+class SharedRecords:
+    """The shared runtime's records, read with SQL by every replica."""
+
+    async def usage(self, client: str) -> Usage:
+        async with _sessions()() as session:
+            return await _owned_in(session, client)
+
+    async def thread_metadata(self, thread_id: str) -> dict[str, Any] | None:
+        async with _sessions()() as session:
+            row = (
+                await session.execute(
+                    text("SELECT metadata FROM threads WHERE thread_id::text = :id"),
+                    {"id": str(thread_id)},
+                )
+            ).first()
+        return None if row is None else dict(row.metadata or {})
+
+    async def reserve(self, client: str, place: Place, key: str, cap: int) -> int | None:
+        global _made
+        refused = await _reserve(client, place, key, cap)
+        _made = True  # committed with the tables
+        return refused
 
 
-async def reserve(client: str, run_id: str, cap: int, ttl_s: float) -> int | None:
-    """Reserve one more active run for ``client`` if it has fewer than ``cap`` (runs
-    pending or running, and reservations younger than ``ttl_s`` whose run is not yet in
-    the records); None when reserved, else the count that refused it."""
-    global _made
-    refused = await _reserve(client, run_id, cap, ttl_s)
-    _made = True  # committed with the table
-    return refused
-
-
-async def _reserve(client: str, run_id: str, cap: int, ttl_s: float) -> int | None:
+async def _reserve(client: str, place: Place, key: str, cap: int) -> int | None:
+    table = RESERVATIONS[place]
     async with _sessions()() as session, session.begin():
-        await _reservations_table(session)
+        await _reservations_tables(session)
         await session.execute(
-            text("SELECT pg_advisory_xact_lock(hashtext('rag-runs:' || :client))"),
+            text(f"SELECT pg_advisory_xact_lock(hashtext('rag-{place.value}s:' || :client))"),
             {"client": client},
         )
         await session.execute(
             text(
-                "DELETE FROM rag_run_reservations WHERE client = :client AND ("
+                f"DELETE FROM {table} WHERE client = :client AND ("
                 "reserved_at < now() - make_interval(secs => :ttl) "
-                "OR run_id IN (SELECT run_id::text FROM runs))"
+                f"OR run_id IN ({RECORDED[place]}))"
             ),
-            {"client": client, "ttl": ttl_s},
+            {"client": client, "ttl": RESERVATION_TTL_S},
         )
-        _, active, _ = await _owned_in(session, client)
+        usage = await _owned_in(session, client)
         held = (
             await session.execute(
-                text("SELECT count(*) FROM rag_run_reservations WHERE client = :client"),
+                text(f"SELECT count(*) FROM {table} WHERE client = :client"),
                 {"client": client},
             )
         ).scalar_one()
-        if active + held >= cap:
-            return active + held
+        count = (usage.threads if place is Place.THREAD else usage.active_runs) + held
+        if count >= cap:
+            return count
         await session.execute(
-            text("INSERT INTO rag_run_reservations (run_id, client) VALUES (:run, :client)"),
-            {"run": run_id, "client": client},
+            text(f"INSERT INTO {table} (run_id, client) VALUES (:key, :client)"),
+            {"key": key, "client": client},
         )
     return None
 
 
-async def _owned_in(session: Any, client: str) -> tuple[int, int, int]:
+async def _owned_in(session: Any, client: str) -> Usage:
     row = (await session.execute(text(OWNED), {"client": client})).one()
-    return int(row.threads), int(row.active), int(row.stored)
-
-
-async def thread_metadata(thread_id: str) -> dict[str, Any] | None:
-    """The metadata a thread holds, or None when there is no such thread."""
-    async with _sessions()() as session:
-        row = (
-            await session.execute(
-                text("SELECT metadata FROM threads WHERE thread_id::text = :id"),
-                {"id": str(thread_id)},
-            )
-        ).first()
-    return None if row is None else dict(row.metadata or {})
+    return Usage(int(row.threads), int(row.active), int(row.stored))

@@ -336,7 +336,7 @@ def test_other_origins_and_foreign_host_names_are_refused(server):
 
 def test_a_default_server_answers_only_clients_with_its_generated_key(server):
     """Loopback is shared by every user and process of the machine: no key, no answer."""
-    for method, path in (("POST", "/threads/search"), ("POST", "/runs/wait"), ("GET", "/ok")):
+    for method, path in (("POST", "/threads/search"), ("POST", "/runs/wait"), ("GET", "/threads/x")):
         response = httpx.request(method, f"{server.url}{path}", json={}, timeout=30)
         assert response.status_code == 401, (path, response.text)
     wrong = {"X-API-Key": server.key[:-1]}

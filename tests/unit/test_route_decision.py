@@ -1,12 +1,12 @@
-"""The guard decides on the route the router dispatches, whatever the Host header says.
+"""The door decides on the route the router dispatches, whatever the Host header says.
 
 Starlette builds ``request.url`` from the Host header; a middleware that read it could
 check one path while the router ran another (``Host: 127.0.0.1:8123?`` emptied the
-path and opened another client's collection). Here a router with the LangGraph
-server's own route table (langgraph-api 0.7) sits behind the real ``HttpGuard``, and
-for any Host and path Hypothesis makes, either the request is refused as ambiguous
-(400) or not served (403, a foreign host), or the route ``server.routes.route_of``
-decides from the scope is exactly the route of the template the router matched.
+path and opened another client's collection). Here a router with LangGraph's own
+route templates sits behind the real ``HttpGuard`` and the door
+(``server.app.ServedRoutesOnly``), and for any Host and path Hypothesis makes, either
+the request is refused (400 ambiguous, 403 a foreign host, 404 not served) or the row
+``server.routes.served`` found on the scope is the very template the router matched.
 """
 
 from __future__ import annotations
@@ -21,71 +21,41 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route as Path
 from starlette.testclient import TestClient
 
+from server.app import ServedRoutesOnly
 from server.http_guard import HttpGuard
-from server.routes import Route, route_of
+from server.routes import SERVED, served
 from tools.config import load_settings
 
-R = Route
-# (method, template) -> what the product must decide for it: LangGraph's routes
-TABLE = {
-    ("POST", "/assistants"): R.ASSISTANT_WRITE,
-    ("POST", "/assistants/search"): R.OTHER,
-    ("POST", "/assistants/count"): R.OTHER,
-    ("POST", "/assistants/{a}/latest"): R.ASSISTANT_WRITE,
-    ("POST", "/assistants/{a}/versions"): R.ASSISTANT_WRITE,
-    ("GET", "/assistants/{a}"): R.OTHER,
-    ("GET", "/assistants/{a}/graph"): R.OTHER,
-    ("GET", "/assistants/{a}/schemas"): R.OTHER,
-    ("GET", "/assistants/{a}/subgraphs"): R.OTHER,
-    ("PATCH", "/assistants/{a}"): R.ASSISTANT_WRITE,
-    ("DELETE", "/assistants/{a}"): R.ASSISTANT_WRITE,
-    ("POST", "/runs/stream"): R.RUN,
-    ("POST", "/runs/wait"): R.RUN,
-    ("POST", "/runs"): R.RUN,
-    ("POST", "/runs/batch"): R.CLOSED,
-    ("POST", "/runs/cancel"): R.CANCEL,
-    ("POST", "/runs/crons"): R.CLOSED,
-    ("POST", "/runs/crons/search"): R.CLOSED,
-    ("PATCH", "/runs/crons/{c}"): R.CLOSED,
-    ("DELETE", "/runs/crons/{c}"): R.CLOSED,
-    ("GET", "/threads/{t}/runs/{r}/join"): R.OTHER,
-    ("POST", "/threads/{t}/runs/{r}/cancel"): R.OTHER,
-    ("GET", "/threads/{t}/runs/{r}"): R.OTHER,
-    ("DELETE", "/threads/{t}/runs/{r}"): R.OTHER,
-    ("POST", "/threads/{t}/runs/stream"): R.RUN,
-    ("POST", "/threads/{t}/runs/wait"): R.RUN,
-    ("POST", "/threads/{t}/runs"): R.RUN,
-    ("POST", "/threads/{t}/runs/crons"): R.CLOSED,
-    ("GET", "/threads/{t}/runs"): R.OTHER,
-    ("POST", "/threads"): R.CREATE_THREAD,
-    ("POST", "/threads/search"): R.OTHER,
-    ("POST", "/threads/prune"): R.CLOSED,
-    ("GET", "/threads/{t}"): R.OTHER,
-    ("PATCH", "/threads/{t}"): R.PATCH_THREAD,
-    ("DELETE", "/threads/{t}"): R.OTHER,
-    ("GET", "/threads/{t}/state"): R.OTHER,
-    ("POST", "/threads/{t}/state"): R.CLOSED,
-    ("POST", "/threads/{t}/copy"): R.CLOSED,
-    ("POST", "/threads/{t}/history"): R.OTHER,
-    ("POST", "/threads/{t}/state/checkpoint"): R.OTHER,
-    ("PUT", "/store/items"): R.CLOSED,
-    ("GET", "/store/items"): R.CLOSED,
-    ("POST", "/store/items/search"): R.CLOSED,
-    ("POST", "/store/namespaces"): R.CLOSED,
-    ("POST", "/mcp"): R.CLOSED,
-    ("POST", "/a2a/{a}"): R.CLOSED,
+# (method, template): LangGraph's routes that share paths with the served ones
+TABLE = {(r.method, r.template) for r in SERVED} | {
+    ("POST", "/assistants"),
+    ("POST", "/assistants/{assistant_id}/latest"),
+    ("PATCH", "/assistants/{assistant_id}"),
+    ("POST", "/runs/batch"),
+    ("POST", "/runs/crons"),
+    ("DELETE", "/runs/crons/{c}"),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/stream"),
+    ("DELETE", "/threads/{thread_id}/runs/{run_id}"),
+    ("POST", "/threads/{thread_id}/runs/crons"),
+    ("GET", "/threads/{thread_id}/runs"),
+    ("POST", "/threads/prune"),
+    ("POST", "/threads/{thread_id}/state"),
+    ("POST", "/threads/{thread_id}/copy"),
+    ("POST", "/threads/{thread_id}/history"),
+    ("POST", "/threads/{thread_id}/commands"),
+    ("PUT", "/store/items"),
+    ("POST", "/mcp"),
+    ("GET", "/internal/debug/thread/{thread_id}"),
+    ("POST", "/internal/truncate"),
+    ("GET", "/deploy"),
 }
 
 
 def _endpoint(method: str, template: str):
     async def matched(request: Request) -> JSONResponse:
-        return JSONResponse(
-            {
-                "template": template,
-                "method": method,
-                "decided": route_of(method, request.scope["path"]).value,
-            }
-        )
+        row = served(request.scope)
+        decided = row.template if row else None
+        return JSONResponse({"template": template, "method": method, "decided": decided})
 
     return matched
 
@@ -93,7 +63,7 @@ def _endpoint(method: str, template: str):
 # the exact routes first, as langgraph-api lists them (/threads/search before /threads/{t})
 ORDER = sorted(TABLE, key=lambda mt: "{" in mt[1])
 ROUTER = Starlette(routes=[Path(t, _endpoint(m, t), methods=[m]) for m, t in ORDER])
-APP = HttpGuard(ROUTER, settings=load_settings, max_body=10_000)
+APP = HttpGuard(ServedRoutesOnly(ROUTER), settings=load_settings, max_body=10_000)
 CLIENT = TestClient(APP, base_url="http://127.0.0.1:8123")
 
 segment = st.one_of(
@@ -123,21 +93,21 @@ host = st.one_of(
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(TABLE, key=str)), host, st.lists(segment, min_size=3, max_size=3))
-def test_the_guards_route_is_the_routers(method_template, host_header, params):
+def test_the_doors_route_is_the_routers(method_template, host_header, params):
     method, template = method_template
     path = template
-    for name, value in zip(("{a}", "{c}", "{t}", "{r}"), params + params[:1], strict=False):
+    for name, value in zip(
+        ("{assistant_id}", "{c}", "{thread_id}", "{run_id}"), params + params[:1], strict=False
+    ):
         path = path.replace(name, value)
     try:
         response = CLIENT.request(method, path, headers={"host": host_header})
     except Exception:  # httpx refuses to send some headers at all: nothing to decide
         return
-    if response.status_code in (400, 403):
-        return  # ambiguous request, or a host that is not served
-    if response.status_code in (404, 405):
-        return  # the router matched nothing: no route to disagree about
+    if response.status_code in (400, 403, 404, 405):
+        return  # ambiguous, a foreign host, not served, or matched by no route
     body = response.json()
-    assert body["decided"] == TABLE[(body["method"], body["template"])].value, (path, body)
+    assert body["decided"] == body["template"], (path, body)
 
 
 def test_the_host_variants_of_the_exploit_are_refused():
@@ -181,14 +151,12 @@ def _raw(headers: list[tuple[bytes, bytes]]):
     return Reply
 
 
-def test_validate_runs_decides_on_the_scope_even_without_the_guard():
-    """Behind no HttpGuard at all, a bent Host still cannot move ValidateRuns' decision."""
-    from server.app import ValidateRuns
-
+def test_the_door_decides_on_the_scope_even_without_the_guard():
+    """Behind no HttpGuard at all, a bent Host still cannot move the door's decision."""
     bare = Starlette(
         routes=[Path("/store/items", _endpoint("PUT", "/store/items"), methods=["PUT"])]
     )
-    bare.add_middleware(ValidateRuns)
+    bare.add_middleware(ServedRoutesOnly)
     client = TestClient(bare, base_url="http://127.0.0.1:8123")
     for bent in ("127.0.0.1:8123?", "127.0.0.1:8123#", "127.0.0.1:8123"):
         response = client.put("/store/items", headers={"host": bent})

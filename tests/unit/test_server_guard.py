@@ -61,7 +61,7 @@ def test_requests_cannot_change_fixed_settings(client, setting):
     assistant = client.post(
         "/assistants", json={"graph_id": "rag", "config": {"configurable": {setting: "/"}}}
     )
-    assert assistant.status_code == 403
+    assert assistant.status_code == 404  # assistants are fixed by the operator
 
 
 EVIL_MODEL = {"generator_model": "openai:evil@http://127.0.0.1:9/v1"}
@@ -83,10 +83,15 @@ QUESTION = {"assistant_id": "rag", "input": {"question": "q"}}
         ("post", "/runs/cancel", {"status": "all"}, 403),
         ("post", "/runs/crons", {**QUESTION, "schedule": "* * * * *"}, 404),
         ("post", "/threads/t1/runs/crons", {**QUESTION, "schedule": "* * * * *"}, 404),
-        ("post", "/assistants", {"graph_id": "rag"}, 403),
-        ("patch", "/assistants/a1", {"config": {}}, 403),
-        ("delete", "/assistants/a1", None, 403),
-        ("post", "/assistants/a1/latest", {"version": 1}, 403),
+        ("post", "/assistants", {"graph_id": "rag"}, 404),
+        ("patch", "/assistants/a1", {"config": {}}, 404),
+        ("delete", "/assistants/a1", None, 404),
+        ("post", "/assistants/a1/latest", {"version": 1}, 404),
+        ("get", "/internal/debug/thread/t1", None, 404),  # langgraph dev's, outside its auth
+        ("post", "/internal/truncate", {}, 404),
+        ("get", "/deploy", None, 404),
+        ("post", "/threads/t1/commands", {"type": "run.start"}, 404),  # v2: not used
+        ("post", "/threads/t1/stream/events", {}, 404),
         ("post", "/runs/wait", {**QUESTION, "webhook": "http://127.0.0.1:9/hook"}, 422),
         ("post", "/runs/wait", {**QUESTION, "command": {"resume": 1}}, 422),
         ("post", "/runs/wait", {**QUESTION, "config": {"configurable": {"rag_settings": {}}}}, 422),
@@ -364,3 +369,107 @@ def test_a_database_that_cannot_be_reached_is_a_503_with_retry_after():
     reply = TestClient(app).post("/runs/wait", json={})
     assert reply.status_code == 503 and reply.headers["Retry-After"] == "5"
     assert "cannot be reached" in reply.json()["detail"]
+
+
+def test_a_route_the_table_does_not_name_is_404_for_every_key(client, monkeypatch):
+    monkeypatch.setenv("RAG_CLIENT_KEYS", "alice:key-a")
+    monkeypatch.setenv("RAG_API_KEY", "op")
+    for key in ("key-a", "op", "wrong", None):
+        headers = {"X-API-Key": key} if key else {}
+        for method, path in (("GET", "/internal/debug/thread/t1"), ("POST", "/deploy")):
+            response = client.request(method, path, headers=headers)
+            assert response.status_code == 404 and "not served here" in response.text
+
+
+def test_the_door_lets_each_caller_reach_only_its_rows():
+    from server.routes import Caller, Kind, Served, may_call
+
+    for caller, allowed in (
+        (Caller.ANYONE, {None, "alice", "operator", "anyone"}),
+        (Caller.CLIENT, {"alice", "operator", "anyone"}),
+        (Caller.OPERATOR, {"operator", "anyone"}),  # anyone: no key configured at all
+    ):
+        row = Served("GET", "/x", Kind.READ, caller=caller)
+        assert {c for c in (None, "alice", "operator", "anyone") if may_call(row, c)} == allowed
+
+
+def _handshake(client, path, headers):
+    """A WebSocket handshake's answer: 101, or the HTTP status it was refused with."""
+    from starlette.testclient import WebSocketDenialResponse
+
+    try:
+        with client.websocket_connect("ws://127.0.0.1:8123" + path, headers=headers):
+            return 101
+    except WebSocketDenialResponse as denied:
+        return denied.status_code
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"origin": "http://evil.example"}, 403),  # any page may open a socket to loopback
+        ({"host": "evil.example:8123"}, 403),  # a rebinding name
+        ({"host": "127.0.0.1:8123?"}, 400),
+        ({}, 404),  # a clean handshake: no WebSocket route is served
+        ({"origin": "http://127.0.0.1:8123"}, 404),
+    ],
+)
+def test_websocket_handshakes_meet_the_same_door(client, headers, status):
+    assert _handshake(client, "/threads/t1/stream/events", headers) == status
+
+
+def test_a_websocket_is_refused_with_a_close_where_http_answers_are_unsupported():
+    """A server without ASGI's websocket.http.response extension: closed before accept
+    (the server answers the handshake with 403), never accepted."""
+    import asyncio
+
+    from server.app import app as door
+
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "websocket.connect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "websocket",
+        "path": "/threads/t1/stream/events",
+        "raw_path": b"/threads/t1/stream/events",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1:8123")],
+        "extensions": {},
+    }
+    asyncio.run(door(scope, receive, send))
+    assert [m["type"] for m in sent] == ["websocket.close"] and sent[0]["code"] == 1008
+
+
+def test_a_websocket_frame_over_the_cap_closes_the_socket():
+    import asyncio
+
+    from server.http_guard import HttpGuard
+
+    got: list[dict] = []
+
+    async def app(scope, receive, send):
+        await receive()  # connect
+        got.append(await receive())
+
+    frames = iter(
+        [{"type": "websocket.connect"}, {"type": "websocket.receive", "text": "x" * 2000}]
+    )
+
+    async def receive():
+        return next(frames)
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    guard = HttpGuard(app, settings=load_settings, max_body=1000)
+    scope = {"type": "websocket", "path": "/ws", "headers": [(b"host", b"127.0.0.1")]}
+    asyncio.run(guard(scope, receive, send))
+    assert got == [{"type": "websocket.disconnect", "code": 1009}]
+    assert sent == [{"type": "websocket.close", "code": 1009}]
