@@ -24,8 +24,8 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from graph import build_graph, config_for, prompts
+from graph.builder import DIRECT_PATH
 from graph.context import context_message
-from graph.graph import DIRECT_PATH
 from ingest.pipeline import IngestOptions, Ingestor
 from tools.config import load_settings
 from tools.models.factory import chat_model, embeddings

@@ -28,8 +28,8 @@ from evaluation.scoring import answer_is_right
 from evaluation.squad import QAItem, contains_answer, exact_match, token_f1
 from evaluation.verifier import precision_floor
 from graph import build_graph
+from graph.builder import config_for
 from graph.checks.tuning import SAME_ANSWER_F1
-from graph.graph import config_for
 from graph.prompts import versions
 from graph.results import Verdict
 from graph.services import Services

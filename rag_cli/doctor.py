@@ -56,6 +56,13 @@ class ModelCheck:
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = sub.add_parser("doctor", help="check configuration and every configured model")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--settings",
+        "--verbose",
+        dest="settings",
+        action="store_true",
+        help="also print every setting's effective value (secrets masked), by section",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -238,21 +245,26 @@ def print_settings(settings: Settings) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings, probe: Probe = probe_model) -> int:
+    """Models first (what a user runs the doctor for), then the store and every outbound
+    address; the settings table, eighty lines, only when asked (``--settings``)."""
     if not args.json:
-        print_settings(settings)
-        print("outbound (every address this configuration sends data to):")
-        for line in destinations(settings) or ["none: everything runs on this machine"]:
-            print(f"  {line}")
         print("models (loading each and making one call):", flush=True)
     report = diagnose(settings, probe, on_check=None if args.json else _print_check)
     if args.json:
         print(json.dumps(report, indent=2))
+        return 0 if report["ok"] else 1
+    store = report["store"]
+    status = "ok  " if store["error"] is None else "FAIL"
+    print(f"store:\n  {status} {store['store']} at {store['where']}")
+    print(f"       {store['error'] or store['detail']}")
+    print("outbound (every address this configuration sends data to):")
+    for line in report["outbound"] or ["none: everything runs on this machine"]:
+        print(f"  {line}")
+    if getattr(args, "settings", False):
+        print_settings(settings)
     else:
-        store = report["store"]
-        status = "ok  " if store["error"] is None else "FAIL"
-        print(f"store:\n  {status} {store['store']} at {store['where']}")
-        print(f"       {store['error'] or store['detail']}", flush=True)
-        for line in report["advice"]:
-            print(f"advice: {line}")
-        print("doctor: all models working" if report["ok"] else "doctor: problems found")
+        print("settings: rag doctor --settings prints every setting's effective value")
+    for line in report["advice"]:
+        print(f"advice: {line}")
+    print("doctor: all models working" if report["ok"] else "doctor: problems found", flush=True)
     return 0 if report["ok"] else 1

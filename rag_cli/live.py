@@ -12,8 +12,8 @@ import re
 import shutil
 from typing import Any, TextIO
 
+from graph.builder import GENERATOR_NODE
 from graph.draft import DRAFT, DRAFT_RESET, Event, StepClock
-from graph.graph import GENERATOR_NODE
 from rag_cli.terminal import unescaped
 
 DIM, PLAIN = "\x1b[2m", "\x1b[0m"

@@ -12,10 +12,10 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 
+from graph.builder import GENERATOR_NODE
 from graph.checks.explain import not_verified
 from graph.checks.support import where
 from graph.context import header_location, numbers_by_location
-from graph.graph import GENERATOR_NODE
 from tools.retrieval.hybrid import Passage
 
 

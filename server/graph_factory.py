@@ -12,8 +12,8 @@ from functools import lru_cache
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
+from graph.builder import build_graph, traced
 from graph.configuration import resolve_settings
-from graph.graph import build_graph, traced
 from graph.services import Services
 
 

@@ -264,8 +264,8 @@ class AnsweringSettings(_Section):
         "ask it once more without that way out, and if it still names nothing, ask it to "
         "copy the few words of the passages that answer (kept only if a passage holds "
         "them as written). That answer is verified like any other (a copy on the yes "
-        "alone: check 5 asks the same question): unverified, it is shown marked (or "
-        "withheld with on_unverified=abstain), never regenerated.",
+        "alone: the own_answer check asks the same question): unverified, it is shown "
+        "marked (or withheld with on_unverified=abstain), never regenerated.",
     )
     on_unverified: Literal["return", "abstain"] = Field(
         "return", description="After the last failed check: return marked, or abstain."
@@ -304,8 +304,8 @@ class VerificationSettings(_Section):
         le=1.0,
         description="The confidence that suffices for a full answer that states the "
         "verifier's own answer to the question (asked, without the draft, of the same "
-        "passages; graph/verification.py check 5) and restates the question (says two of "
-        "its words). Chosen on the dev halves of five new-documents sets (124 answerable "
+        "passages: the own_answer check in graph/checks/) and restates the question (says "
+        "two of its words). Chosen on the dev halves of five new-documents sets (124 answerable "
         "questions, 2026-11-26) for the default verifier read by log-probabilities, raised "
         "from 0.57 to 0.60 on eight dev halves (the wrong ones agreed at 0.577 and 0.590, "
         "the first a bare value), then lowered to 0.55 for restatements on six dev halves "
@@ -319,16 +319,17 @@ class VerificationSettings(_Section):
         description="verify_threshold_agreed for an answer that says fewer than two of the "
         "question's words (a bare value such as RSYSLOG_spoofadr): the verifier's own "
         "reading agrees with a wrong bare value more often (six dev halves: two of four "
-        "agreeing between 0.50 and 0.60 were wrong). 1 turns check 5 off for them.",
+        "agreeing between 0.50 and 0.60 were wrong). 1 turns the own_answer check off "
+        "for them.",
     )
     verify_own_answer_sure: float = Field(
         0.50,
         ge=0.0,
         le=1.0,
-        description="How sure the verifier's own answer (check 5) must be of its first "
-        "word, as the probability of its first token, for its agreeing with the answer to "
-        "count. Chosen on the thirteen new-documents dev halves (332 answerable questions, "
-        "2026-11-27): right and wrong answers verified with no requirement: 114 and 5; "
+        description="How sure the verifier's own answer (the own_answer check) must be of "
+        "its first word, as the probability of its first token, for its agreeing with the "
+        "answer to count. Chosen on the thirteen new-documents dev halves (332 answerable "
+        "questions, 2026-11-27): right and wrong answers verified with no requirement: 114 and 5; "
         "0.40: 106 and 3; 0.50: 93 and 1 (chosen on nine halves, 71 and 1; the other four "
         "22 and 0). A reading without log-probabilities (a sampled verifier) is never sure "
         "enough. 0 turns it off (docs_corpus/answering-and-verification.md).",
@@ -339,10 +340,10 @@ class VerificationSettings(_Section):
         le=1.0,
         description="The confidence a full answer needs on the verifier's yes alone: from "
         "verify_threshold up to this value, it is verified only when it states the "
-        "verifier's own answer to the question (check 5). Chosen on the seven new-documents "
-        "dev halves (176 answerable questions, commit be71e62): right and wrong answers "
-        "verified at 0.66: 52 and 7 (six of the wrong between 0.66 and 0.72, none stating "
-        "the own answer); 0.70: 46 and 2; 0.72: 44 and 1. 0 turns it off "
+        "verifier's own answer to the question (the own_answer check). Chosen on the seven "
+        "new-documents dev halves (176 answerable questions, commit be71e62): right and "
+        "wrong answers verified at 0.66: 52 and 7 (six of the wrong between 0.66 and 0.72, "
+        "none stating the own answer); 0.70: 46 and 2; 0.72: 44 and 1. 0 turns it off "
         "(docs_corpus/answering-and-verification.md).",
     )
     verifier_confidence: Confidence = Field(

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from bench.local_service import RAG, ingest_docs_corpus, smollm2_env
+from bench.local_service import RAG, ingest, smollm2_env
+from tests.corpus import FROZEN_DOCS
 
 pytestmark = pytest.mark.slow
 PROMPT = "you> "
@@ -70,7 +71,7 @@ class Terminal:
 @pytest.fixture(scope="module")
 def chat_env(tmp_path_factory):
     env = smollm2_env(tmp_path_factory.mktemp("chat-data"), llm_max_tokens="200")
-    ingest_docs_corpus(env)
+    ingest(env, FROZEN_DOCS)
     return env
 
 

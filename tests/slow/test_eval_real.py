@@ -7,18 +7,18 @@ A one-article slice of the real SQuAD 2.0 dev file keeps ingestion short; the fu
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from evaluation.splits import side_of
 from rag_cli.main import main
+from tests.corpus import FROZEN_DOCS
 from tests.shared_data import SQUAD_FILE
 from tools import tracing
 from tools.config import Settings, load_settings
 
 pytestmark = pytest.mark.slow
-CORPUS = Path(__file__).resolve().parents[2] / "docs_corpus"
+CORPUS = FROZEN_DOCS
 RUN = ["--set", "llm_timeout_s=900", "--set", "tracing=local"]
 
 
@@ -67,7 +67,7 @@ def test_squad_slice_scored_judged_and_traced(tmp_path, capsys):
     assert (tmp_path / "out" / "answers.png").stat().st_size > 1000
 
 
-def test_judgment_list_on_docs_corpus(tmp_path, capsys):
+def test_judgment_list_on_the_docs(tmp_path, capsys):
     data = ["--data-dir", tmp_path / "data"]
     rag(capsys, "ingest", CORPUS, *data)
     path = tmp_path / "judgments.jsonl"

@@ -1,4 +1,5 @@
-"""The whole graph on the real local models over the default corpus (docs_corpus/)."""
+"""The whole graph on the real local models over the frozen copy of the docs
+(tests/corpus/: what these answers say does not move when docs_corpus/ changes)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from evaluation import guard as guard_bench
 from graph import config_for, nodes
 from ingest.pipeline import IngestOptions, Ingestor
+from tests.corpus import FROZEN_DOCS
 from tests.graph_runs import call_node, run_graph
 from tests.llama_server import LlamaServer
 from tools.config import Settings, load_settings
@@ -19,7 +21,7 @@ from tools.models.local_assets import resolve_gguf
 from tools.store.collection import Collection
 
 pytestmark = pytest.mark.slow
-CORPUS = Path(__file__).resolve().parents[2] / "docs_corpus"
+CORPUS = FROZEN_DOCS
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +192,7 @@ def test_the_guard_refuses_off_topic_and_blocked_questions_without_retrieval(dat
 
 def test_the_guard_lets_an_on_topic_question_through_to_an_answer(data_dir):
     # not every on-topic question passes: "How do I run the server?" sits at distance
-    # 0.67 from its page and is refused (docs_corpus/topic-guard.md gives the figures)
+    # 0.67 from its page and is refused (topic-guard.md gives the figures)
     out = ask_guarded(data_dir, "How do I ingest a folder of documents?")
     assert out["guard"]["verdict"] == "allowed", out["guard"]
     assert "retrieve" in out["timings"] and not out["abstained"], out["answer"]

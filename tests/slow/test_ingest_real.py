@@ -1,5 +1,6 @@
 """Ingestion with the real local embedder (all-MiniLM-L6-v2): the `rag` command end to end,
-a run killed with SIGKILL and then finished, and search sanity on the default corpus."""
+a run killed with SIGKILL and then finished, and search sanity on the frozen copy of the
+docs (tests/corpus/)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 from ingest import pipeline
 from ingest.pipeline import IngestOptions, Ingestor
+from tests.corpus import FROZEN_DOCS
 from tools.config import load_settings
 from tools.models.factory import embeddings
 from tools.retrieval.hybrid import make_retriever
@@ -51,10 +53,10 @@ def open_collection(data_dir: Path, name: str = "docs") -> Collection:
     return Collection(load_settings({"data_dir": data_dir}), name)
 
 
-def test_rag_ingest_docs_corpus_then_rerun_is_free(tmp_path):
+def test_rag_ingest_docs_then_rerun_is_free(tmp_path):
     data = tmp_path / "data"
-    pages = sorted(p.name for p in (REPO / "docs_corpus").glob("*.md"))
-    first = rag_ingest("docs_corpus", "--data-dir", data)
+    pages = sorted(p.name for p in FROZEN_DOCS.glob("*.md"))
+    first = rag_ingest(FROZEN_DOCS, "--data-dir", data)
     assert first["files_seen"] == first["files_indexed"] == len(pages)
     assert first["skipped"] == [] and first["warnings"] == []
     col = open_collection(data)
@@ -62,7 +64,7 @@ def test_rag_ingest_docs_corpus_then_rerun_is_free(tmp_path):
     assert first["chunks_added"] == stats["chunks"] == stats["vectors"] > len(pages)
     assert stats["embedding_model"] == "local" and stats["embedding_dimension"] == 384
 
-    second = rag_ingest("docs_corpus", "--data-dir", data)
+    second = rag_ingest(FROZEN_DOCS, "--data-dir", data)
     assert second["files_unchanged"] == len(pages)
     assert (second["chunks_added"], second["chunks_deleted"], second["chunks_embedded"]) == (
         0,
@@ -155,7 +157,7 @@ def test_killed_ingestion_finishes_like_a_clean_run(tmp_path):
     assert hit.text == line and distance < 1e-3
 
 
-# --- search sanity on the default corpus -----------------------------------------------------
+# --- search sanity on the frozen docs ------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +166,7 @@ def docs(tmp_path_factory):
     embedder = embeddings(settings)
     collection = Collection(settings, "docs", create=True)
     report = Ingestor(settings, collection, embedder, IngestOptions(), progress=False).run(
-        [REPO / "docs_corpus"]
+        [FROZEN_DOCS]
     )
     assert report.chunks_added > 0 and report.skipped == []
     return collection, embedder

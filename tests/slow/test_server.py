@@ -8,11 +8,7 @@ about the endpoint (threads, streaming, schemas, validation), not answer quality
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import re
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,12 +23,12 @@ from bench.local_service import (
     RAG,
     REPO,
     ingest,
-    ingest_docs_corpus,
     smollm2_env,
     start,
     wait_until_up,
 )
-from graph.graph import DIRECT_PATH
+from graph.builder import DIRECT_PATH
+from tests.corpus import FROZEN_DOCS
 from tests.graph_runs import model_faults
 from tests.net import free_port
 
@@ -43,7 +39,7 @@ NODES = set(DIRECT_PATH)
 @pytest.fixture(scope="module")
 def server_env(tmp_path_factory):
     env = smollm2_env(tmp_path_factory.mktemp("server-data"), max_question_chars="500")
-    ingest_docs_corpus(env)
+    ingest(env, FROZEN_DOCS)
     return env
 
 
@@ -235,27 +231,6 @@ def test_schemas_show_question_in_and_answer_out(server):
     assert {"answer", "citations", "verdict"} <= set(schemas["output_schema"]["properties"])
 
 
-def _readme_block(tag: str) -> str:
-    text = (REPO / "README.md").read_text()
-    match = re.search(rf"<!-- {tag} -->\s*```\w*\n(.*?)```", text, flags=re.S)
-    assert match, f"README has no block tagged {tag}"
-    return match.group(1)
-
-
-def test_readme_curl_and_python_examples_work(server):
-    port = server.url.rsplit(":", 1)[1]
-    env = {**os.environ, "RAG_API_KEY": server.key}  # as the README says to export it
-    curl = _readme_block("example:curl").replace("8123", port)
-    out = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=300, env=env)
-    assert "answer" in json.loads(out.stdout)
-    script = _readme_block("example:python").replace("8123", port)
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip()
-
-
 EVIL = "openai:evil@http://127.0.0.1:{port}/v1"
 
 
@@ -336,7 +311,11 @@ def test_other_origins_and_foreign_host_names_are_refused(server):
 
 def test_a_default_server_answers_only_clients_with_its_generated_key(server):
     """Loopback is shared by every user and process of the machine: no key, no answer."""
-    for method, path in (("POST", "/threads/search"), ("POST", "/runs/wait"), ("GET", "/threads/x")):
+    for method, path in (
+        ("POST", "/threads/search"),
+        ("POST", "/runs/wait"),
+        ("GET", "/threads/x"),
+    ):
         response = httpx.request(method, f"{server.url}{path}", json={}, timeout=30)
         assert response.status_code == 401, (path, response.text)
     wrong = {"X-API-Key": server.key[:-1]}

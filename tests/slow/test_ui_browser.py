@@ -1,12 +1,12 @@
 """`rag ui` in a real browser: Debian's Chromium, headless, driven by Playwright.
 
 The test starts `rag ui` on a free port over a temporary data directory holding the
-ingested docs_corpus, with SmolLM2-135M as every chat model (fast; this tests the page,
-not answer quality). It asks a question, waits for the streamed answer, opens a
-citation and the prompt panel, flags the answer, then reads the flag back with
-`rag flags list --json`. A screenshot of the answered page goes to $RAG_TEST_ARTIFACTS
-(default tests/artifacts/). The browser is the system one (scripts/install_browser.sh);
-`playwright install` is never run.
+ingested frozen copy of the docs (tests/corpus/), with SmolLM2-135M as every chat model
+(fast; this tests the page, not answer quality). It asks a question, waits for the
+streamed answer, opens a citation and the prompt panel, flags the answer, then reads
+the flag back with `rag flags list --json`. A screenshot of the answered page goes to
+$RAG_TEST_ARTIFACTS (default tests/artifacts/). The browser is the system one
+(scripts/install_browser.sh); `playwright install` is never run.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import pytest
 from bench.local_service import (
     RAG,
     REPO,
-    ingest_docs_corpus,
+    ingest,
     smollm2_env,
     start,
     ui_token,
     wait_until_up,
 )
 from graph.checks.support import where
+from tests.corpus import FROZEN_DOCS
 from tests.net import free_port
 
 pytestmark = pytest.mark.slow
@@ -48,7 +49,7 @@ ANSWER_TIMEOUT_MS = 240_000
 def ui(tmp_path_factory):
     data = tmp_path_factory.mktemp("ui-data")
     env = smollm2_env(data, llm_threads="1", tracing="local")
-    ingest_docs_corpus(env)
+    ingest(env, FROZEN_DOCS)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     running: list = []

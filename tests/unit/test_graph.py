@@ -8,9 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from graph import build_graph, config_for, prompts
+from graph.builder import DIRECT_PATH
 from graph.checks.tuning import SAME_ANSWER_F1
 from graph.context import context_message
-from graph.graph import DIRECT_PATH
 from graph.services import Services
 from tools.config import ConfigError, Settings
 from tools.errors import LLMTimeoutError

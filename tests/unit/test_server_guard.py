@@ -271,8 +271,8 @@ def test_cli_k_over_the_limit_is_a_clear_error(capsys):
 
 def test_the_graph_refuses_operator_settings_from_any_request():
     """Defence in depth: whatever route brought a config, the graph itself refuses it."""
+    from graph.builder import config_for
     from graph.configuration import settings_for
-    from graph.graph import config_for
     from server.graph_factory import make_graph
     from tools.config import ConfigError
 

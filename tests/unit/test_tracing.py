@@ -16,7 +16,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from graph import build_graph, config_for
-from graph.graph import DIRECT_PATH
+from graph.builder import DIRECT_PATH
 from rag_cli.main import main
 from tools import tracing
 from tools.config import load_settings

@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from graph import prompts
-from graph.graph import DIRECT_PATH
+from graph.builder import DIRECT_PATH
 from rag_cli.main import main
 from rag_cli.ui_cmd import exposure_problem
 from rag_ui.app import MAX_BODY_BYTES, STATIC, create_app
