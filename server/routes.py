@@ -102,6 +102,8 @@ SERVED: tuple[Served, ...] = (
     _row("POST", "/threads/{thread_id}/runs/stream", Kind.RUN, *RUN),
     _row("GET", "/threads/{thread_id}/runs/{run_id}", Kind.READ, READ_THREAD),
     _row("GET", "/threads/{thread_id}/runs/{run_id}/join", Kind.READ, READ_THREAD),
+    # where langgraph-sdk reconnects a waited or streamed run whose answer was cut off
+    _row("GET", "/threads/{thread_id}/runs/{run_id}/stream", Kind.READ, READ_THREAD),
     _row("POST", "/runs/cancel", Kind.CANCEL, *CANCEL),
     _row("POST", "/threads/{thread_id}/runs/{run_id}/cancel", Kind.CANCEL, *CANCEL),
 )

@@ -34,7 +34,7 @@ TABLE = {(r.method, r.template) for r in SERVED} | {
     ("POST", "/runs/batch"),
     ("POST", "/runs/crons"),
     ("DELETE", "/runs/crons/{c}"),
-    ("GET", "/threads/{thread_id}/runs/{run_id}/stream"),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/storage"),
     ("DELETE", "/threads/{thread_id}/runs/{run_id}"),
     ("POST", "/threads/{thread_id}/runs/crons"),
     ("GET", "/threads/{thread_id}/runs"),

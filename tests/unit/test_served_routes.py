@@ -50,7 +50,6 @@ DECIDED_CLOSED = {
     "GET /runs/crons/{cron_id}",
     "PATCH /runs/crons/{cron_id}",
     "DELETE /runs/crons/{cron_id}",
-    "GET /threads/{thread_id}/runs/{run_id}/stream",
     "DELETE /threads/{thread_id}/runs/{run_id}",
     "POST /threads/{thread_id}/runs/crons",
     "GET /threads/{thread_id}/runs",
