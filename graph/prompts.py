@@ -138,7 +138,7 @@ CHOOSE = Prompt(
 
 # The verifier's own answer: the question without the draft, over every passage the
 # generator read (in reverse order). When the draft states it, two readings of the
-# passages agree, and a lower confidence suffices (graph/verification.py, check 5).
+# passages agree, and a lower confidence suffices (the own_answer check, graph/checks/).
 # Also the generator's third look, after two NOT_FOUNDs (graph/nodes.py): pointing at a
 # passage ("[2] [3]") where copying its words finds the answer.
 OWN_ANSWER = Prompt(

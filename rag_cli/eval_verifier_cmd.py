@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "verifier",
         help="measure the verifier: precision of 'verified' on labelled right/wrong answers",
-        description="Runs the service's verifier (graph/verification.py, the verifier_model) "
+        description="Runs the service's verifier (graph/checks/, the verifier_model) "
         "on the benchmark's items of one split (docs_corpus pairs, plus SQuAD 2.0 with "
         "--squad) and reports precision and recall of the verified label, accuracy, ROC AUC "
         "of the confidence and the confusion matrix, overall, per source and per category. "

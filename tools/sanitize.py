@@ -34,7 +34,7 @@ _DELIMITER = re.compile(r"</?\s*passage\s*>", flags=re.IGNORECASE)
 # "ignore previous instructions", "note to the AI assistant", "reply only with the word",
 # in English, German, French and Spanish. A document may say such things *about*
 # injection (docs_corpus/security.md does); it is still never an instruction, and an
-# answer that only repeats it is never verified (graph/verification.py).
+# answer that only repeats it is never verified (the planted check, graph/checks/).
 _ADDRESSED = re.compile(
     r"""
     (?<!\(quoted\)\s)(?:
