@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from ingest.pipeline import Batching, IngestError, IngestOptions, Ingestor, Inge
 from ingest.watch import watch
 from rag_cli.services import services_of
 from tools.config import Settings
+from tools.store import STORAGE_FAILED
 from tools.store.collection import Collection, drop_collection, exclusive, list_collections
 
 T = TypeVar("T")
@@ -217,7 +217,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
                 _print_report(report)
                 _watch(args, ingestor)
                 return 0
-        except (OSError, sqlite3.Error):
+        except STORAGE_FAILED:
             raise  # the store may not be writable now: the user's re-run finishes the job
         except BaseException:  # a model fault, too many records, Ctrl-C...
             _forget_if_empty(settings, collection, new)
@@ -229,7 +229,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     except (IngestError, FileNotFoundError) as exc:
         print(f"rag ingest: error: {exc}", file=sys.stderr)
         return 1
-    except (OSError, sqlite3.Error) as exc:  # a full disk, a read-only data directory...
+    except STORAGE_FAILED as exc:  # a full disk, a read-only data directory...
         print(
             f"rag ingest: error: storage failed: {exc}. Files committed before it are kept and "
             "the rest is as before; free space or fix the data directory, then re-run",

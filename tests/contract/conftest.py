@@ -1,9 +1,13 @@
 """Every store backend runs the same contract suite: embedded Chroma, a real ``chroma run``
 server started on 127.0.0.1 for the session, and a real PostgreSQL with pgvector
-(bench/local_service.py), a fresh database per test."""
+(bench/local_service.py), a fresh database per test.
+
+``CONTRACT_BACKEND=NAME=MODULE`` runs the suite on that backend alone, registered as the
+recipe says (tools.store.backends.register): test_toy_backend.py does, with a toy."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -50,13 +54,25 @@ def chroma_server(tmp_path_factory):
     proc.wait(timeout=10)
 
 
-@pytest.fixture(params=["embedded", "server", "postgres"])
+def _backends() -> list[str]:
+    """The backends the suite runs on: the product's, or the one ``CONTRACT_BACKEND`` adds."""
+    if added := os.environ.get("CONTRACT_BACKEND"):
+        from tools.store.backends import register
+
+        name, module = added.split("=")
+        register(name, module)
+        return [name]
+    return ["embedded", "server", "postgres"]
+
+
+@pytest.fixture(params=_backends())
 def backend_settings(request, tmp_path):
     from tools.config import load_settings
 
-    values = {"data_dir": tmp_path / "data"}
+    values = {"data_dir": tmp_path / "data", "store": request.param}
     if request.param == "server":
+        values["store"] = "embedded"
         values["chroma_host"] = request.getfixturevalue("chroma_server")
     if request.param == "postgres":
-        values |= {"store": "postgres", "database_url": request.getfixturevalue("database_url")}
+        values["database_url"] = request.getfixturevalue("database_url")
     return load_settings(values)

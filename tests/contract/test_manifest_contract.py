@@ -18,7 +18,7 @@ import pytest
 from tests.bm25_reference import MemoryKeywordIndex
 from tools.documents import Chunk
 from tools.store import postgres
-from tools.store.manifest import DocumentEntry, FileRecord, Manifest
+from tools.store.manifest import DocumentEntry, FileRecord, Manifest, ManifestBase
 from tools.store.pg_manifest import PgManifest
 from tools.text import tokenize
 
@@ -33,7 +33,7 @@ class Store:
     kind: str
     where: str
 
-    def open(self) -> Manifest | PgManifest:
+    def open(self) -> ManifestBase:
         if self.kind == "sqlite":
             return Manifest(Path(self.where))
         return PgManifest(self.where, SCHEMA)

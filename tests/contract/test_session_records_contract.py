@@ -1,18 +1,20 @@
-"""The chat page's saved conversations on every store: files under data_dir on the
-embedded stores, a table of the collections' database with store = postgres (so any
-`rag ui` on that database continues a conversation another began)."""
+"""The chat page's saved conversations on every store (``Backend.session_log``): files
+under data_dir on the embedded stores, a table of the collections' database with
+store = postgres (so any `rag ui` on that database continues a conversation another
+began)."""
 
 from __future__ import annotations
 
 import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
 
-from rag_ui.sessions import MAX_EXCHANGES, SessionRecords, Sessions
+from rag_ui.sessions import MAX_EXCHANGES, Sessions
 from tools.store.backends import backend
+from tools.store.protocol import SessionLog
 
 
-def _records(settings) -> SessionRecords:
-    return SessionRecords(**backend(settings).sessions_location(settings))
+def _records(settings) -> SessionLog:
+    return backend(settings).session_log(settings)
 
 
 def test_sessions_saved_by_one_process_are_read_back_by_another(backend_settings):

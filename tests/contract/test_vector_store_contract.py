@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from contextlib import closing
 
 import pytest
 
 from tests.fakes import HashEmbeddings
 from tools.documents import Chunk
-from tools.store import postgres as pg
-from tools.store.chroma_vectors import ChromaChunkStore, chroma_client
+from tools.store.backends import backend
 from tools.store.collection import Collection
-from tools.store.pg_vectors import PgChunkStore
 
 EMB = HashEmbeddings()
 
@@ -35,24 +32,20 @@ def chunk(text: str, index: int = 0, doc: str = "d1") -> Chunk:
 
 @pytest.fixture
 def open_store(backend_settings):
-    """Opens a new store on the backend under test; ``max_batch`` as the caller says."""
+    """Opens a new collection's vectors on the backend under test, as ``Collection`` does."""
     opened = []
 
-    def open_(**options):
+    def open_():
         name = f"c-{uuid.uuid4().hex[:8]}"
-        if backend_settings.store == "postgres":
-            with closing(pg.connect(backend_settings.database_url)) as conn:
-                pg.register(conn, name)
-            url = backend_settings.database_url
-            opened.append(PgChunkStore(url, pg.schema_name(name), 100, **options))
-        else:
-            client = chroma_client(backend_settings)
-            opened.append(ChromaChunkStore(client, name, ef_search=100, **options))
+        store = backend(backend_settings)
+        manifest = store.open_manifest(backend_settings, name, create=True)
+        opened.append(manifest)
+        opened.append(store.open_vectors(backend_settings, name, manifest, fresh=False))
         return opened[-1]
 
     yield open_
-    for vectors in opened:
-        vectors.close()
+    for part in opened:
+        part.close()
 
 
 @pytest.fixture
@@ -91,8 +84,9 @@ def test_upsert_is_idempotent_and_delete_removes(store):
     assert store.ids() == {c.id for c in chunks[1:]}
 
 
-def test_batches_above_the_server_maximum_are_split(open_store):
-    store = open_store(max_batch=7)  # Chroma's real limit is 5461; prove the split
+def test_batches_above_the_server_maximum_are_split(store):
+    if hasattr(store, "_max_batch"):  # Chroma's and PostgreSQL's; prove the split
+        store._max_batch = 7  # Chroma's real limit is 5461
     chunks = [chunk(f"passage {i} about topic {i % 5}", i) for i in range(30)]
     store.upsert(chunks, EMB.embed_documents([c.text for c in chunks]))
     assert store.count() == 30

@@ -8,7 +8,13 @@ import sqlite3
 import pytest
 
 from rag_cli.main import main
-from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, FlagStore, flag_store, flags_file
+from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, flag_store
+from tools.store.embedded import BACKEND as EMBEDDED
+
+
+def flags_file(settings):
+    """Where the embedded store keeps the flag log."""
+    return EMBEDDED.flag_log(settings).path
 
 
 def exchange(question="What is rag?", **extra):
@@ -25,7 +31,7 @@ def exchange(question="What is rag?", **extra):
 
 
 def test_flags_are_stored_with_columns_and_the_whole_exchange(settings):
-    store = FlagStore(flags_file(settings))
+    store = flag_store(settings)
     first = store.add(exchange(), "  wrong source  ")
     second = store.add(exchange("Second?", trace_id=None), None)
     assert (first, second) == (1, 2)
@@ -51,21 +57,21 @@ def test_flags_are_stored_with_columns_and_the_whole_exchange(settings):
     ],
 )
 def test_bad_flags_are_refused_and_nothing_is_stored(settings, item, comment, message):
-    store = FlagStore(flags_file(settings))
+    store = flag_store(settings)
     with pytest.raises(FlagError, match=message):
         store.add(item, comment)
     assert store.list() == []
 
 
 def test_listing_an_absent_log_creates_nothing(settings):
-    assert FlagStore(flags_file(settings)).list() == []
+    assert flag_store(settings).list() == []
     assert not flags_file(settings).exists()
 
 
 def test_rag_flags_list_and_export(settings, capsys, tmp_path):
     assert main(["flags", "list"]) == 0
     assert "no flags in" in capsys.readouterr().out
-    store = FlagStore(flags_file(settings))
+    store = flag_store(settings)
     store.add(exchange(), "wrong source")
     store.add(exchange("Second?"), "too long")
     assert main(["flags", "list"]) == 0

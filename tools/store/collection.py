@@ -1,9 +1,10 @@
-"""A named collection: the manifest (what is committed, with its BM25 index), and Chroma
-vectors.
+"""A named collection: the manifest (what is committed, with its BM25 index), and its
+vectors, on whichever backend ``settings.store`` names (tools/store/backends.py): the
+backend opens both, and everything here is the same on every backend.
 
 Ingestion writes through this class; retrieval reads through it. Reads only ever
 return chunks the manifest lists, which is what makes an interrupted ingestion
-invisible: its vectors exist in Chroma but are not committed.
+invisible: its vectors exist in the vector store but are not committed.
 
 Opening a collection checks it (``check``): a damaged manifest, a manifest or BM25
 tokenisation from another version, or committed chunks without vectors would
@@ -13,32 +14,19 @@ otherwise give wrong answers silently, so each is an error that says how to repa
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from tools.config import COLLECTION_NAME, ConfigError, Settings, section_key
 from tools.documents import Chunk
-from tools.store import postgres as pg
-from tools.store.backends import backend, manifest_path, snapshot_path
-from tools.store.chroma_vectors import ChromaChunkStore, chroma_client, store_started
-from tools.store.manifest import SCHEMA_VERSION, Manifest
-from tools.store.pg_manifest import PgManifest
-from tools.store.pg_snapshots import SNAPSHOTS_KEPT, version_snapshot
-from tools.store.pg_vectors import PgChunkStore
-from tools.store.protocol import ChunkVectors
-from tools.text import TOKENIZER_VERSION
+from tools.store.backends import backend
+from tools.store.manifest import VERSIONS, ManifestBase
+from tools.store.protocol import ChunkVectors, CollectionError, rebuild_hint
 
 _NAME = re.compile(COLLECTION_NAME)
-# what an index built by this code records; another value means another format
-VERSIONS = {"schema_version": SCHEMA_VERSION, "tokenizer_version": TOKENIZER_VERSION}
 CHECK_ATTEMPTS = 3  # a concurrent ingestion can commit between the two reads of a check
 # reads that straddled a commit wait a little longer each time: an ingestion commits file
 # by file, so a short pause usually finds the gap between two commits (3 quick retries
@@ -53,15 +41,6 @@ MAX_OVERFETCH = 64  # dense search asks the store for at most this many times k
 T = TypeVar("T")
 
 
-class CollectionError(ConfigError):
-    """A collection's files are damaged or from another version; the message says how
-    to rebuild it."""
-
-
-def rebuild_hint(name: str) -> str:
-    return f"rebuild it with `rag ingest PATH... --collection {name} --rebuild`"
-
-
 def check_name(name: str) -> str:
     """Collection names become file names: no separators, no '..', nothing outside
     ``<data_dir>/collections``."""
@@ -71,65 +50,6 @@ def check_name(name: str) -> str:
             "or '-', starting and ending with a letter or digit"
         )
     return name
-
-
-_SNAPSHOT_THREADS = threading.Lock()  # flock is per process: threads queue here first
-
-
-def _version_snapshot(
-    settings: Settings, name: str, version: int, vectors: ChromaChunkStore
-) -> Path:
-    """A copy of the manifest rolled back to ``version``, made once and then reused (what a
-    past version held never changes). ``as_of`` reads it with the collection's own vector
-    store, which keeps the vectors of replaced chunks until gc.
-
-    Built once under a lock (a file lock, so other processes wait too): requests for
-    the same version at the same time share one copy. At most ``SNAPSHOTS_KEPT`` are
-    kept per collection; the least recently used goes first."""
-    target = snapshot_path(manifest_path(settings, name), version)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _snapshot_lock(target):
-        if target.exists():
-            os.utime(target)  # recently used: kept longest
-            return target
-        building = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        try:
-            with (
-                closing(sqlite3.connect(manifest_path(settings, name))) as source,
-                closing(sqlite3.connect(building)) as copy,
-            ):
-                source.backup(copy)
-            past = Manifest(building)
-            try:
-                past.rollback(version, vectors.held)
-            finally:
-                past.close()
-            os.replace(building, target)
-        except ValueError as exc:
-            raise ConfigError(f"as_of={version}: {exc}") from None
-        finally:  # a failed copy leaves nothing behind: every failure is another full copy
-            for leftover in (building, Path(f"{building}-wal"), Path(f"{building}-shm")):
-                leftover.unlink(missing_ok=True)
-        _keep_newest_snapshots(manifest_path(settings, name), keep=target)
-    return target
-
-
-@contextmanager
-def _snapshot_lock(target: Path) -> Iterator[None]:
-    with _SNAPSHOT_THREADS, open(target.with_name(f".{target.name}.lock"), "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, or the process dies
-        yield
-
-
-def _keep_newest_snapshots(manifest: Path, keep: Path) -> None:
-    pattern = snapshot_path(manifest, "*")
-    snapshots = sorted(
-        (p for p in pattern.parent.glob(pattern.name) if p != keep),
-        key=lambda p: p.stat().st_mtime,
-        reverse=True,
-    )
-    for old in snapshots[SNAPSHOTS_KEPT - 1 :]:
-        old.unlink(missing_ok=True)
 
 
 def handle_key(settings: Settings, name: str) -> tuple[Any, ...]:
@@ -153,7 +73,7 @@ class Collection:
     """One collection on either backend (``settings.store``): its manifest and its vectors,
     the same contract on both (tests/contract)."""
 
-    manifest: Manifest | PgManifest
+    manifest: ManifestBase
     vectors: ChunkVectors
 
     def __init__(
@@ -172,68 +92,18 @@ class Collection:
                 "the current one: unset as_of (RAG_AS_OF, --as-of) to ingest"
             )
         self._settings = settings
-        # the backend's parts: manifest and vectors (tools/store/backends.py names them)
-        opener = getattr(self, f"_open_{backend(settings).name}")
-        opener(settings, create, fresh_store)
-        self._identity = self.manifest.identity()
-        self.check()
-
-    def _open_embedded(self, settings: Settings, create: bool, fresh_store: bool) -> None:
-        path = manifest_path(settings, self.name)
-        if not create and not path.exists():
-            raise _unknown(settings, self.name)
-        try:
-            self.manifest = Manifest(path, verify=create)
-            self._record_versions(create)
-        except sqlite3.OperationalError as exc:  # I/O: a full disk, permissions, a lock
-            raise CollectionError(
-                f"collection {self.name!r}: its manifest {path} cannot be opened ({exc}); "
-                f"check free space and permissions in {path.parent}, and if the file is "
-                "damaged, " + rebuild_hint(self.name)
-            ) from None
-        except sqlite3.DatabaseError as exc:
-            raise CollectionError(
-                f"collection {self.name!r}: its manifest {path} is damaged ({exc}); "
-                + rebuild_hint(self.name)
-            ) from None
-        self._embedded = not settings.chroma_host
+        store = backend(settings)  # the backend's parts: manifest and vectors
+        self.manifest = store.open_manifest(settings, self.name, create=create)
         self._seen = self.manifest.generation()  # before the vectors: they show at least this
-        fresh_store = fresh_store or (self._embedded and self._store_missed_commits(settings))
-        self.vectors = ChromaChunkStore(
-            chroma_client(settings, fresh=fresh_store), self.name, settings.hnsw_ef_search
-        )
+        self._private = not store.sees_every_commit(settings)
+        self.vectors = store.open_vectors(settings, self.name, self.manifest, fresh=fresh_store)
         if self.as_of:  # the same vectors, and the manifest as it was after that version
             self._refuse_unrestorable()  # before any copy
             self.manifest.close()
-            self.manifest = Manifest(
-                _version_snapshot(settings, self.name, self.as_of, self.vectors)
-            )
+            self.manifest = store.past_manifest(settings, self.name, self.as_of, self.vectors)
             self._seen = self.manifest.generation()
-
-    def _open_postgres(self, settings: Settings, create: bool, fresh_store: bool) -> None:
-        """Manifest and vectors in the collection's schema; a commit by any process is
-        visible to every other at once, so nothing here tracks who committed what."""
-        url = settings.database_url
-        with pg.borrowed(url) as conn:
-            if create:
-                pg.register(conn, self.name)
-            elif not pg.registered(conn, self.name):
-                raise _unknown(settings, self.name)
-        self.manifest = PgManifest(url, pg.schema_name(self.name))
-        self._record_versions(create)
-        self._embedded = False
-        self.vectors = PgChunkStore(url, pg.schema_name(self.name), settings.hnsw_ef_search)
-        if self.as_of:
-            self._refuse_unrestorable()
-            self.manifest.close()
-            snapshot = version_snapshot(url, self.name, self.as_of, self.vectors.held)
-            self.manifest = PgManifest(url, snapshot)
-        self._seen = self.manifest.generation()
-
-    def _record_versions(self, create: bool) -> None:
-        unrecorded = {k: v for k, v in VERSIONS.items() if k not in self.manifest.meta()}
-        if create and unrecorded:
-            self.manifest.set_meta(unrecorded)
+        self._identity = self.manifest.identity()
+        self.check()
 
     def _refuse_unrestorable(self) -> None:
         assert self.as_of
@@ -245,16 +115,6 @@ class Collection:
         self.manifest.close()
         self.vectors.close()
 
-    def _store_missed_commits(self, settings: Settings) -> bool:
-        """Whether this process's Chroma system started before another process's latest
-        commit here, so it cannot show that commit's vectors."""
-        started = store_started(settings)
-        return (
-            started is not None
-            and self.manifest.committed_elsewhere(self._seen - 1, self._seen)
-            and self.manifest.last_commit_at() > started
-        )
-
     def outdated(self) -> bool:
         """Whether this handle no longer shows the collection on disk, so a long-lived
         process (the server) must open it again, with a fresh Chroma system: it was rebuilt
@@ -262,8 +122,8 @@ class Collection:
         whose vectors this process's embedded Chroma system cannot see."""
         if self.manifest.identity() != self._identity:  # rebuilt or deleted under us
             return True
-        if not self._embedded:
-            return False  # a Chroma server shows every client's writes
+        if not self._private:
+            return False  # the store shows every process's writes
         now = self.manifest.generation()
         if self.manifest.committed_elsewhere(self._seen, now):
             return True
@@ -429,15 +289,6 @@ class Collection:
         }
 
 
-def _unknown(settings: Settings, name: str) -> ConfigError:
-    where = backend(settings).where(settings)
-    known = ", ".join(list_collections(settings)) or "none yet"
-    return ConfigError(
-        f"unknown collection {name!r} in {where} (known: {known}); "
-        "create it with `rag ingest PATH --collection NAME`"
-    )
-
-
 def as_of_problem(settings: Settings) -> str | None:
     """Why ``settings.as_of`` names no readable version of its collection, or None: for
     checks that must refuse a request before any snapshot is made (the server's)."""
@@ -450,7 +301,7 @@ def as_of_problem(settings: Settings) -> str | None:
         manifest.close()
 
 
-def _restorable_problem(manifest: Manifest | PgManifest, version: int) -> str | None:
+def _restorable_problem(manifest: ManifestBase, version: int) -> str | None:
     try:
         manifest.check_restorable(version)
     except ValueError as exc:

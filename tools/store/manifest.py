@@ -31,11 +31,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tools.documents import Chunk, short_hash
 from tools.store.keyword_index import KeywordIndex, prepare
+from tools.text import TOKENIZER_VERSION
 
 if TYPE_CHECKING:
     import psycopg
 
 SCHEMA_VERSION = 1  # bump when the tables below change in a way old code cannot read
+# what an index built by this code records; another value means another format
+VERSIONS = {"schema_version": SCHEMA_VERSION, "tokenizer_version": TOKENIZER_VERSION}
 
 # The tables of a manifest, in either database: the shared statements rely on this one
 # layout (some insert by column position). Per database, {key} is the type of the text
@@ -237,6 +240,12 @@ class ManifestBase(ABC):
     def set_meta(self, values: dict[str, Any]) -> None:
         with self._transaction():
             self._execute_many(_SET_META, [(k, json.dumps(v)) for k, v in values.items()])
+
+    def record_versions(self) -> None:
+        """Record ``VERSIONS`` in a new collection (``Collection.check`` compares them)."""
+        unrecorded = {k: v for k, v in VERSIONS.items() if k not in self.meta()}
+        if unrecorded:
+            self.set_meta(unrecorded)
 
     def generation(self) -> int:
         """Bumped by every commit that changes chunks, also by other processes: caches built

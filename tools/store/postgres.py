@@ -42,6 +42,11 @@ class DatabaseError(ConfigError):
     """The database cannot be reached or lacks what the service needs."""
 
 
+# What a request meets while the database is down or restarting (tools.store.UNREACHABLE):
+# the store's own error, or the driver's from a connection that died in the middle.
+UNREACHABLE: tuple[type[BaseException], ...] = (DatabaseError, psycopg.OperationalError)
+
+
 def connect(url: str) -> psycopg.Connection:
     """An autocommit connection (transactions are explicit) with pgvector available."""
     try:
