@@ -39,7 +39,7 @@ from evaluation.splits import Split, provenance, side_of
 from ingest.extract import ExtractOptions
 from ingest.partition import PartitionOptions
 from ingest.pipeline import IngestError, IngestOptions, Ingestor
-from tools.config import ConfigError, Settings, with_overrides
+from tools.config import ConfigError, Settings, load_settings
 from tools.documents import short_hash
 from tools.retrieval.hybrid import Retriever, make_retriever
 from tools.store.collection import Collection
@@ -215,9 +215,13 @@ def run_specs(
         for values in itertools.product(*(sweep[k] for k in keys)):
             combo = dict(zip(keys, values, strict=True))
             label = " ".join([mode, *(f"{k}={v}" for k, v in combo.items())])
-            run_settings = with_overrides(settings, {**combo, "retriever": RETRIEVER_OF[mode]})
+            run_settings = load_settings(
+                {**combo, "retriever": RETRIEVER_OF[mode]}, base=settings, source="command line"
+            )
             deep = max(run_settings.fetch_k, depth)
-            run_settings = with_overrides(run_settings, {"fetch_k": deep})
+            run_settings = load_settings(
+                {"fetch_k": deep}, base=run_settings, source="command line"
+            )
             specs.setdefault(label, RunSpec(label, mode, run_settings))
     return list(specs.values())
 

@@ -3,14 +3,14 @@
 There are two ways in, and the difference is the trust boundary:
 
 - In-process callers (the CLI, the chat page, ``rag eval``, Python code) are the
-  operator. ``graph.config_for(k=4, generator_model=...)`` validates their settings
-  once and puts the ``Settings`` object itself in ``configurable[SETTINGS_KEY]``. A
+  operator. ``graph.config_for(settings, k=4)`` (or ``config_for(k=4)``) validates their
+  settings once and puts the ``Settings`` object itself in ``configurable[SETTINGS_KEY]``. A
   JSON request can never produce a ``Settings`` instance, so no request can forge it.
 - Everything else in ``configurable`` (a server run's config, an assistant's config,
   a ``checkpoint`` the server merged in, a cron, a batch item) is a request: it may
   only change ``REQUEST_SETTINGS``; any other setting raises ``ConfigError`` naming it,
-  whatever route brought it. Its base is the service's own settings (defaults,
-  ``rag.toml``, ``RAG_*`` variables).
+  whatever route brought it. Its base is the service's own settings
+  (``tools.config.load_settings()``: defaults, ``rag.toml``, ``RAG_*`` variables).
 
 The input may also carry ``collection``, ``k`` and ``rerank`` for one question.
 
@@ -20,14 +20,13 @@ server's door: a server run carries the client LangGraph's auth authenticated
 request cannot forge it), and every resolution refuses a collection that client may
 not read and settings over ``max_model_calls``, whatever the request, the thread's
 saved state or an earlier turn said. Every node and edge gets its settings from
-``settings_for`` (through graph/run.py, its one caller in the graph) before it opens a
+``run_settings`` (through graph/run.py, its one caller in the graph) before it opens a
 collection or calls a model, so a routing mistake in front of the graph cannot widen
 what a client reads or spends.
 """
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from typing import Any
 
@@ -60,22 +59,9 @@ PER_QUESTION_FIELDS = tuple(
 )
 
 
-@lru_cache(maxsize=8)
-def _service_settings(env: tuple[tuple[str, str], ...]) -> Settings:
-    return load_settings(environ=dict(env))
-
-
-def service_settings() -> Settings:
-    """The settings the service was started with (defaults < rag.toml < RAG_* variables)."""
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("RAG_")))
-    return _service_settings(env)
-
-
 @lru_cache(maxsize=64)
 def _apply(base: Settings, overrides: tuple[tuple[str, Any], ...]) -> Settings:
-    if not overrides:
-        return base
-    return load_settings({**base.model_dump(), **dict(overrides)}, environ={})
+    return load_settings(dict(overrides), base=base)
 
 
 def run_client(configurable: dict[str, Any]) -> str | None:
@@ -101,32 +87,31 @@ def client_problem(settings: Settings, client: str | None) -> str | None:
     return budget_problem(settings)
 
 
-def settings_for(config: RunnableConfig | None, state: dict[str, Any] | None = None) -> Settings:
-    """The run's settings: the operator's base, the request's overrides, then the
-    question's own fields, checked against the run's client every time."""
-    settings = resolve_settings(config, state)
-    configurable = (config or {}).get("configurable") or {}
-    if problem := client_problem(settings, run_client(configurable)):
-        raise AccessRefused(problem)
-    return settings
-
-
-def resolve_settings(
-    config: RunnableConfig | None, state: dict[str, Any] | None = None
+def run_settings(
+    config: RunnableConfig | None,
+    state: dict[str, Any] | None = None,
+    *,
+    check_client: bool = True,
 ) -> Settings:
-    """``settings_for`` without the client's limits: only for what reads no collection
-    and calls no model (the server's graph factory naming a run's trace, before the
-    run's input, which may name the collection, is known)."""
+    """A run's settings: the operator's base (an in-process caller's ``Settings``, else
+    ``load_settings()``), the request's overrides, then the question's own fields,
+    checked against the run's client every time.
+
+    ``check_client=False`` leaves the client's limits out: only for what reads no
+    collection and calls no model (the server's graph factory naming a run's trace,
+    before the run's input, which may name the collection, is known)."""
     configurable = (config or {}).get("configurable") or {}
     base = configurable.get(SETTINGS_KEY)
     if not isinstance(base, Settings):
-        base = service_settings()
+        base = load_settings()
     overrides = request_overrides(configurable, "config.configurable")
     for key in PER_QUESTION_FIELDS:
         if (state or {}).get(key) is not None:
             overrides[key] = state[key]
-    key = tuple(sorted(overrides.items()))
     try:
-        return _apply(base, key)
+        settings = _apply(base, tuple(sorted(overrides.items())))
     except TypeError:  # unhashable: a list or an object where a plain value belongs
         raise ConfigError(f"settings in a request must be plain values, got {overrides}") from None
+    if check_client and (problem := client_problem(settings, run_client(configurable))):
+        raise AccessRefused(problem)
+    return settings

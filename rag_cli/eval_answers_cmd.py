@@ -19,7 +19,7 @@ from evaluation.splits import SPLITS, provenance
 from evaluation.squad import SQUAD_DEV, QAItem, load_questions, load_squad, write_corpus
 from graph.services import Services
 from rag_cli.services import services_of
-from tools.config import Settings, masked, with_overrides
+from tools.config import Settings, load_settings, masked
 from tools.models.factory import chat_model, embeddings
 from tools.models.recording import recording, replaying
 from tools.store.collection import Collection
@@ -145,7 +145,7 @@ def run_answers(args: argparse.Namespace, settings: Settings) -> int:
         Collection(settings, collection).close()  # a missing collection fails here, once
         dataset, style = Path(args.questions).name, args.answer_style or settings.answer_style
     overrides: dict[str, Any] = {"collection": collection, "answer_style": style, "k": args.k}
-    settings = with_overrides(settings, overrides)
+    settings = load_settings(overrides, base=settings, source="command line")
     log = _item_log(args)
     version = _version(settings, collection)
     report = evaluate_answers(settings, items, judge=args.judge, log=log, services=_services(args))
@@ -226,8 +226,10 @@ def _page_removed(args: argparse.Namespace, settings: Settings, measured_with: A
             f"files, without {group.page}",
             file=sys.stderr,
         )
-        scoped = with_overrides(
-            settings, {"collection": group.collection, "answer_style": style, "k": args.k}
+        scoped = load_settings(
+            {"collection": group.collection, "answer_style": style, "k": args.k},
+            base=settings,
+            source="command line",
         )
         part = evaluate_answers(scoped, group.items, judge=args.judge, log=log, services=services)
         for record in part["items"]:
@@ -245,5 +247,7 @@ def _page_removed(args: argparse.Namespace, settings: Settings, measured_with: A
         "collections": asked,
         "split": args.split,
     }
-    settings = with_overrides(settings, {"answer_style": style, "k": args.k})
+    settings = load_settings(
+        {"answer_style": style, "k": args.k}, base=settings, source="command line"
+    )
     return _written(args, settings, report, measured_with)

@@ -35,7 +35,7 @@ from rag_cli import (
     eval_verifier_cmd,
 )
 from rag_cli.services import services_of
-from tools.config import Settings, with_overrides
+from tools.config import Settings, load_settings
 
 # flag -> setting, for the retrieval and ingestion settings an evaluation may override
 SETTING_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -160,8 +160,10 @@ def _dataset(args: argparse.Namespace) -> Dataset:
 
 
 def run_retrieval(args: argparse.Namespace, settings: Settings) -> int:
-    settings = with_overrides(
-        settings, {name: getattr(args, name) for name, _ in SETTING_FLAGS.values()}
+    settings = load_settings(
+        {name: getattr(args, name) for name, _ in SETTING_FLAGS.values()},
+        base=settings,
+        source="command line",
     )
     if args.judgments:
         return eval_judgments_cmd.run_score(args, settings)

@@ -7,7 +7,7 @@ import sys
 
 from rag_cli.serve_cmd import answering, is_loopback
 from rag_ui.flags import flag_store
-from tools.config import Settings, with_overrides
+from tools.config import Settings, load_settings
 from tools.store.collection import Collection, check_collections
 
 
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if problem:
         print(f"rag ui: error: {problem}", file=sys.stderr)
         return 2
-    settings = with_overrides(settings, {"collection": args.collection})
+    settings = load_settings({"collection": args.collection}, base=settings, source="command line")
     check_collections(settings)
     if args.collection:  # a name the user typed: unknown is an error now, not at the question
         Collection(settings, args.collection).close()

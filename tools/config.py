@@ -21,6 +21,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -103,7 +104,7 @@ class StoreSettings(_Section):
     data_dir: Path = Field(
         Path(".rag"), description="All persistent state (indexes, traces, reports) lives here."
     )
-    store: Literal["embedded", "postgres"] = Field(
+    store: str = Field(  # a name in tools/store/backends.py's BACKENDS
         "embedded",
         description="Where collections live: embedded (Chroma and SQLite files under "
         "data_dir, one machine) or postgres (chunks, vectors, keyword index, versions and "
@@ -556,6 +557,16 @@ class Settings(
             raise ValueError(f"unknown splitter; use one of {', '.join(SPLITTERS)}")
         return value
 
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: str) -> str:
+        # the registry names the stores; read when validating (tools.store imports this)
+        from tools.store.backends import BACKENDS
+
+        if value not in BACKENDS:
+            raise ValueError(f"unknown store; use one of {', '.join(BACKENDS)}")
+        return value
+
     @model_validator(mode="after")
     def _guard_has_a_domain(self) -> Settings:
         if self.guard != "off" and not self.guard_domain.strip():
@@ -686,8 +697,9 @@ def by_section(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: group for name, group in grouped.items() if group}
 
 
-# What each store needs of the other settings (tools/store/backends.py holds the rest of
-# what differs between stores): a check on the settings, and what to set when it fails.
+# What each store needs of the other settings (its module, registered in
+# tools/store/backends.py, holds the rest of what differs between stores): a check on the
+# settings, and what to set when it fails. A store that needs nothing has no entry.
 STORE_NEEDS: dict[str, tuple[tuple[Callable[[Settings], bool], str], ...]] = {
     "postgres": (
         (
@@ -850,12 +862,45 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
 def load_settings(
     overrides: Mapping[str, Any] | None = None,
     *,
+    base: Settings | None = None,
     config_file: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
     source: str = "override",
 ) -> Settings:
-    """Merge defaults, rag.toml, RAG_* env vars and overrides; validate; explain failures."""
-    environ = os.environ if environ is None else environ
+    """The service's settings: defaults < rag.toml < RAG_* variables < ``overrides``
+    (None: unchanged), validated, every failure naming where its value came from.
+
+    With ``base``, ``overrides`` apply to those settings instead (a command's options, a
+    run's request: graph/configuration.py's ``run_settings``). Without any argument, the
+    result is kept while the RAG_* variables and rag.toml stay the same, so a server
+    reading it on every request reads the file once."""
+    if base is not None:
+        updates = {k: v for k, v in (overrides or {}).items() if v is not None}
+        if not updates:
+            return base
+        try:
+            return Settings.model_validate({**base.model_dump(), **updates})
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc, dict.fromkeys(updates, source))) from None
+    if overrides is None and config_file is None and environ is None:
+        env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)))
+        path = Path(os.environ.get("RAG_CONFIG") or DEFAULT_CONFIG_FILE).resolve()
+        stamp = path.stat().st_mtime_ns if path.is_file() else None
+        return _service_settings(env, path, stamp)
+    return _load(overrides, config_file, os.environ if environ is None else environ, source)
+
+
+@lru_cache(maxsize=8)
+def _service_settings(env: tuple[tuple[str, str], ...], path: Path, stamp: int | None) -> Settings:
+    return _load(None, None, dict(env), "override")
+
+
+def _load(
+    overrides: Mapping[str, Any] | None,
+    config_file: str | Path | None,
+    environ: Mapping[str, str],
+    source: str,
+) -> Settings:
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
 
@@ -877,18 +922,6 @@ def load_settings(
         return Settings(**merged)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, sources)) from None
-
-
-def with_overrides(
-    settings: Settings, updates: Mapping[str, Any], source: str = "command line"
-) -> Settings:
-    """``settings`` with ``updates`` (None: unchanged) applied and validated like any
-    other override."""
-    updates = {k: v for k, v in updates.items() if v is not None}
-    try:
-        return Settings.model_validate({**settings.model_dump(), **updates})
-    except ValidationError as exc:
-        raise ConfigError(_explain(exc, dict.fromkeys(updates, source))) from None
 
 
 def _explain(exc: ValidationError, sources: Mapping[str, str]) -> str:

@@ -46,7 +46,7 @@ def test_every_key_holds_the_whole_sections_its_factory_reads(tmp_path):
 def test_a_request_setting_rebuilds_only_what_reads_it(tmp_path):
     """A request may change REQUEST_SETTINGS: of those only as_of (the collection's
     version), rerank (the reranker) and collection (a name, not a key's) reach a key."""
-    from tools.config import REQUEST_SETTINGS, with_overrides
+    from tools.config import REQUEST_SETTINGS, load_settings
     from tools.models.factory import ROLES, chat_key, embeddings_key
     from tools.store.collection import handle_key
 
@@ -73,9 +73,10 @@ def test_a_request_setting_rebuilds_only_what_reads_it(tmp_path):
         "on_unverified": "abstain",
     }
     assert set(other) == REQUEST_SETTINGS - {"collection", "as_of", "rerank"}
-    request = with_overrides(base, other)
+    request = load_settings(other, base=base)
     assert keys(request) == keys(base)
     assert services.judge(request) is services.judge(base)
     assert services.reranker(request) is services.reranker(base)
-    assert handle_key(with_overrides(base, {"as_of": 2}), "docs") != handle_key(base, "docs")
-    assert services.judge(with_overrides(base, {"verifier_samples": 5})) is not services.judge(base)
+    assert handle_key(load_settings({"as_of": 2}, base=base), "docs") != handle_key(base, "docs")
+    more_samples = load_settings({"verifier_samples": 5}, base=base)
+    assert services.judge(more_samples) is not services.judge(base)

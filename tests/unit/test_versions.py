@@ -120,16 +120,16 @@ def test_concurrent_requests_for_one_version_build_one_snapshot(versioned, monke
     """Eight readers ask for v1 at once: one copy is built, the others wait and reuse it."""
     import threading
 
-    from tools.store import collection as collection_module
+    from tools.store.manifest import Manifest
 
     builds = []
-    real = collection_module.Manifest.rollback
+    real = Manifest.rollback
 
     def counted(self, *args, **kwargs):
         builds.append(1)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(collection_module.Manifest, "rollback", counted)
+    monkeypatch.setattr(Manifest, "rollback", counted)
     opened = []
 
     def read():
