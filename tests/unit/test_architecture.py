@@ -9,6 +9,7 @@ other, directly or through a third. Imports inside functions count too.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,6 +24,9 @@ ALLOWED = {
     "rag_cli": {"rag_ui", "server", "evaluation", "graph", "ingest", "tools"},
     "bench": {"evaluation", "graph", "ingest", "tools"},
 }
+
+
+NUMBERS = dict(enumerate("zero one two three four five six seven eight nine ten".split()))
 
 
 def imports(package: str) -> dict[str, set[str]]:
@@ -46,6 +50,17 @@ def imports(package: str) -> dict[str, set[str]]:
 def test_every_top_level_package_is_listed():
     code = {p.name for p in REPO.iterdir() if p.is_dir() and any(p.glob("*.py"))}
     assert code - {"tests", "scripts"} == set(ALLOWED)
+
+
+def test_the_architecture_page_lists_the_packages_of_the_tree():
+    """docs_corpus/architecture.md's count and list of packages are the tree's."""
+    page = (REPO / "docs_corpus" / "architecture.md").read_text()
+    sentence = re.search(r"code is in (\w+) Python packages: (.+?)\n\(", page, re.S)
+    assert sentence, "architecture.md no longer says how many packages there are"
+    listed = re.findall(r"`(\w+)/`", sentence.group(2))
+    code = {p.name for p in REPO.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    assert sorted(listed) == sorted(code - {"tests", "scripts"}) == sorted(ALLOWED)
+    assert NUMBERS[len(listed)] == sentence.group(1)
 
 
 def test_nothing_imports_the_tests():
