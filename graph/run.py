@@ -8,6 +8,11 @@ Nodes and edges never resolve settings themselves: ``build_graph`` wraps each of
 Resolution is memoised on the request's values, so every node of a run gets the same
 ``Settings`` object without re-validating it.
 
+Each node's model calls go through a ``CallMeter`` (tools/models/metered.py) made here
+for that node, starting from the calls the question has made so far (its ``calls``):
+the calls are counted against the question's ceiling (graph/budget.py) and appended
+to ``calls``, the answer's account of them.
+
 Services come from LangGraph's runtime context when the caller passed a ``Services``
 (the CLI, the chat page, evaluation, tests with fakes); otherwise from the graph's own,
 given to ``build_graph`` by its entry point (the server's graph factory). A JSON
@@ -18,17 +23,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.configuration import settings_for
+from graph.budget import call_ceiling
+from graph.configuration import run_client, settings_for
 from graph.draft import STEP
 from graph.services import Services
 from graph.state import State
 from tools.config import Settings
+from tools.models.metered import CallMeter
 
 
 @dataclass(frozen=True)
@@ -55,8 +62,9 @@ def run_of(
 
 
 def as_node(name: str, node: Node, default: Services) -> Callable[..., dict[str, Any]]:
-    """``node`` as LangGraph calls it: given its ``Run``, announced on the ``custom``
-    stream, and timed into ``timings`` (seconds, added up over regenerations)."""
+    """``node`` as LangGraph calls it: given its ``Run`` with metered services,
+    announced on the ``custom`` stream, timed into ``timings`` (seconds, added up over
+    regenerations) and its model calls appended to ``calls``."""
 
     def run(
         state: State, config: RunnableConfig, runtime: Runtime[Any] | None = None
@@ -64,10 +72,15 @@ def as_node(name: str, node: Node, default: Services) -> Callable[..., dict[str,
         if runtime is not None:
             runtime.stream_writer({"kind": STEP, "node": name})
         started = time.perf_counter()
-        update = node(state, run_of(state, config, runtime, default))
+        given = run_of(state, config, runtime, default)
+        client = run_client(config.get("configurable") or {})
+        made = list(state.get("calls") or [])
+        meter = CallMeter(name, call_ceiling(given.settings, client), len(made))
+        update = node(state, replace(given, services=given.services.metered(meter)))
         timings = dict(update.get("timings", state.get("timings")) or {})
         timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - started, 4)
-        return {**update, "timings": timings}
+        calls = list(update.get("calls", made)) + meter.calls
+        return {**update, "timings": timings, "calls": calls}
 
     # not functools.wraps: LangGraph reads the signature to inject ``runtime``, and
     # ``__wrapped__`` would show it the node's own

@@ -21,10 +21,15 @@ The weights of a local model are the one thing held per process rather than per
 once (keyed by file, context size and threads), so every role and every ``Services`` in
 the process share one copy of a gigabyte of weights, and one lock serialising calls
 into it (llama.cpp is not re-entrant).
+
+A node gets ``metered(meter)``: a view sharing these caches whose chat models count each
+call against the question's ceiling and record it (tools/models/metered.py), so every
+model call a node or a check makes is counted, whichever service it came through.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import OrderedDict
@@ -37,6 +42,7 @@ from langchain_core.language_models import BaseChatModel
 from tools.answer_check import FirstTokenJudge, judge_for
 from tools.config import MODEL_SPECS, Settings, section_key
 from tools.models.factory import Role, chat_key, chat_model, embeddings, embeddings_key
+from tools.models.metered import CallMeter, metered
 from tools.models.spec import parse_model_spec
 from tools.resilient import ResilientEmbeddings
 from tools.retrieval.rerank import Reranker, make_reranker
@@ -102,20 +108,33 @@ class Services:
         self._embed_documents = embed_documents
         self._models: _Bounded[Any] = _Bounded(MODELS_KEPT)
         self._collections: _Bounded[Collection] = _Bounded(COLLECTIONS_KEPT)
+        self.meter: CallMeter | None = None
+
+    def metered(self, meter: CallMeter) -> Services:
+        """These services for one node of one question: the same models and collections,
+        every chat call counted and recorded by ``meter``."""
+        view = copy.copy(self)
+        view.meter = meter
+        return view
+
+    def _model(self, settings: Settings, role: Role) -> BaseChatModel:
+        return self._models.get(chat_key(settings, role), lambda: self._chat(settings, role))
 
     def llm(self, settings: Settings, role: Role) -> BaseChatModel:
-        return self._models.get(chat_key(settings, role), lambda: self._chat(settings, role))
+        model = self._model(settings, role)
+        return model if self.meter is None else metered(model, role, self.meter)
 
     def judge(self, settings: Settings) -> FirstTokenJudge:
         """The verifier model with the way its confidence is read; kept like the models, so
         ``auto``'s discovery that a provider gives no log-probabilities is made once."""
         key = ("judge", chat_key(settings, "verifier"), section_key(settings, "verification"))
-        return self._models.get(
+        judge = self._models.get(
             key,
             lambda: judge_for(
-                self.llm(settings, "verifier"), settings, retries=settings.llm_max_retries
+                self._model(settings, "verifier"), settings, retries=settings.llm_max_retries
             ),
         )
+        return judge if self.meter is None else judge.over(self.llm(settings, "verifier"))
 
     def embedder(self, settings: Settings) -> Embeddings:
         return self._models.get(embeddings_key(settings), lambda: self._embed(settings))
@@ -126,10 +145,13 @@ class Services:
         return self._embed_documents(settings)
 
     def reranker(self, settings: Settings) -> Reranker | None:
-        """Built once per configuration, like the models: a cross-encoder loads weights."""
+        """Built once per configuration, like the models: a cross-encoder loads weights.
+        The LLM grader is built for each metered view: it holds the view's model."""
         if settings.rerank == "none":
             return None
         uses_llm = settings.rerank == "llm"
+        if uses_llm and self.meter is not None:
+            return make_reranker(settings, self.llm(settings, "query"))
         query_model = self.llm(settings, "query") if uses_llm else None
         key = (
             "reranker",

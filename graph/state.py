@@ -35,6 +35,7 @@ from graph.results import (
     Support,
     Verdict,
 )
+from tools.models.metered import ModelCall
 
 
 class InputState(TypedDict, total=False):
@@ -67,6 +68,8 @@ class OutputState(TypedDict, total=False):
     queries: list[str]
     retrieval: RetrievalReport
     timings: dict[str, float]  # seconds per node, reset by the first node of each question
+    # every model call of the question, in order, with its tokens (tools/models/metered.py)
+    calls: list[ModelCall]
     prompts: dict[str, int]
     attempts: int  # answers generated for this question (1 + regenerations)
     error: ModelFault | None  # a model fault; None when every call succeeded

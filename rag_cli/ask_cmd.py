@@ -22,6 +22,7 @@ from rag_cli.threads import Threads, check_thread, open_threads
 from rag_ui.exchange import PromptRecorder, prompt_note
 from tools.config import Settings, choices
 from tools.models.factory import check_models
+from tools.models.metered import ModelCall, tally
 
 ANSWER_ROLES = ("query", "generator", "verifier")  # the chat models answering a question
 # shown under "the documents do not say": what the documents hold near the question
@@ -156,10 +157,31 @@ def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = Fa
         print(f"\nNOT VERIFIED: {not_verified(out)}")
     if verbose and verdict:
         print(f"\nchecks: {readings(verdict)}")
+    if verbose and out.get("calls"):
+        print("\nmodel calls, tokens read (reused from the cache + computed) and generated:")
+        for line in call_lines(out["calls"]):
+            print(f"  {line}")
     if warning := (verdict.get("thresholds") or {}).get("warning"):
         print(f"warning: {warning}")
     if out.get("trace_id"):
         print(f"trace: {out['trace_id']}")
+
+
+def call_lines(calls: list[ModelCall]) -> list[str]:
+    """Per step and in all, for ``--verbose``: the model calls, the prompt tokens read,
+    how many of them the KV cache served and how many were computed, the tokens
+    generated and the time (tools/models/metered.py)."""
+    steps = tally(calls)
+    steps["total"] = next(iter(tally(calls, key=lambda _: "total").values()))
+    lines = []
+    for step, t in steps.items():
+        unknown = f" ({t.uncounted} without token counts)" if t.uncounted else ""
+        lines.append(
+            f"{step}: {t.calls} call{'s' * (t.calls != 1)}, read {t.prompt} "
+            f"({t.reused} reused + {t.computed} computed), generated {t.generated}, "
+            f"{t.seconds:.2f} s{unknown}"
+        )
+    return lines
 
 
 def readings(verdict: dict[str, Any]) -> str:

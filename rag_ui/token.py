@@ -15,7 +15,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from server.http_guard import ASGIApp, Receive, Scope, Send, headers_of, reply
 
@@ -31,6 +31,14 @@ def cookie_name(scope: Scope) -> str:
 
 def new_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+def own_location(path: str, query: str) -> str:
+    """A ``Location`` on this page for ``path``: one leading slash and the path
+    percent-encoded again, so ``//evil.example/x`` (or ``/\\evil.example``, which
+    browsers read alike) stays a path here instead of naming another host, and no
+    decoded character can end the header."""
+    return quote("/" + path.lstrip("/\\")) + (f"?{query}" if query else "")
 
 
 class RequireToken:
@@ -52,7 +60,7 @@ class RequireToken:
         given = dict(query).get("token")
         if given is not None and self._valid(given):
             rest = urlencode([(k, v) for k, v in query if k != "token"])
-            location = scope["path"] + (f"?{rest}" if rest else "")
+            location = own_location(scope["path"], rest)
             cookie = f"{cookie_name(scope)}={given}; HttpOnly; SameSite=Strict; Path=/"
             await send(
                 {

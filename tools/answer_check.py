@@ -29,7 +29,7 @@ import math
 import re
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from langchain_core.language_models import BaseChatModel
@@ -133,6 +133,14 @@ def first_word(reply: str) -> str:
 
 
 @dataclass
+class _Learnt:
+    """What ``auto`` learnt of the verifier model: shared by a judge and its views."""
+
+    no_logprobs: bool = False
+    settled: bool = False
+
+
+@dataclass
 class FirstTokenJudge:
     """How a model's first reply token divides between a few words, read as
     ``method`` says. One per verifier configuration (graph/services.py builds it), so
@@ -142,21 +150,27 @@ class FirstTokenJudge:
     retries: int
     method: Confidence = "auto"
     samples: int = 10
-    _no_logprobs: bool = field(default=False, init=False)
-    _settled: bool = field(default=False, init=False)
+    _learnt: _Learnt = field(default_factory=_Learnt, init=False)
+
+    def over(self, model: BaseChatModel) -> FirstTokenJudge:
+        """This judge calling ``model`` instead (a run's metered view of the same model),
+        sharing what ``auto`` has learnt and will learn."""
+        view = replace(self, model=model)
+        view._learnt = self._learnt
+        return view
 
     def settle(self, config: RunnableConfig | None = None) -> str:
         """For ``auto``, learn once (one short call) whether the model gives log-
         probabilities, so the thresholds for the right confidence are picked before the
         first check; the method the readings will use."""
-        if self.method == "auto" and not self._settled:
+        if self.method == "auto" and not self._learnt.settled:
             self.read([HumanMessage(SETTLE_PROBE)], ("yes", "no"), config)
         return self.method_in_use
 
     @property
     def method_in_use(self) -> str:
         """How the next reading will be made: "logprobs" or "sampled"."""
-        return "sampled" if self._no_logprobs else first_reading(self.method)
+        return "sampled" if self._learnt.no_logprobs else first_reading(self.method)
 
     @property
     def name(self) -> str:
@@ -176,9 +190,9 @@ class FirstTokenJudge:
         except NoLogprobsError:
             if self.method == "logprobs":
                 raise
-            self._no_logprobs = self._settled = True
+            self._learnt.no_logprobs = self._learnt.settled = True
             return Reading(self._sampled(messages, words, config), "sampled")
-        self._settled = True
+        self._learnt.settled = True
         return reading
 
     def yes(self, messages: list[BaseMessage], config: RunnableConfig | None = None) -> Reading:

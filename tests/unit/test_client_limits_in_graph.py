@@ -83,11 +83,11 @@ def test_a_foreign_collection_in_saved_state_is_refused(two_clients, models):
 
 
 def test_an_earlier_turns_settings_do_not_carry_into_the_next(two_clients, models):
-    """Turn 1 asks for the LLM reranker (within budget at k=4); turn 2 only sets k=50.
+    """Turn 1 asks for the LLM reranker (within budget at k=2); turn 2 only sets k=50.
     Before, turn 2 reran the reranker of turn 1: about 100 grading calls."""
     app = build_graph(InMemorySaver())
     config = as_client("alice")
-    first = app.invoke({**QUESTION, "k": 4, "rerank": "llm"}, config, context=models.services)
+    first = app.invoke({**QUESTION, "k": 2, "rerank": "llm"}, config, context=models.services)
     graded = len(models.chats["query"].calls)
     assert "rerank" in first["timings"] and graded >= 3  # one grading call per passage
     second = app.invoke({**QUESTION, "k": 50}, config, context=models.services)

@@ -21,6 +21,7 @@ class _EndlessLlama:
     n_tokens = 0
 
     def __init__(self) -> None:
+        self.metadata: dict[str, str] = {}  # no chat template: its prompt goes uncounted
         self.started = threading.Event()
         self.calls = 0
 

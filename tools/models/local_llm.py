@@ -3,8 +3,9 @@
 Why our own wrapper: we need one loaded model per process shared by every role
 (generator, query writer, verifier), safe under concurrent callers (llama.cpp is
 not re-entrant, so calls are serialised by a per-model lock), a deadline that
-actually stops generation, token usage on every call (Langfuse shows it), and
-grammar-constrained JSON so structured outputs always parse.
+actually stops generation, token usage on every call (Langfuse shows it, and the
+answer's account of its calls: tools/models/metered.py), with the prompt tokens the KV
+cache served, and grammar-constrained JSON so structured outputs always parse.
 """
 
 from __future__ import annotations
@@ -112,12 +113,56 @@ def _to_llama_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
     ]
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> UsageMetadata:
-    return UsageMetadata(
+def _usage(prompt_tokens: int, completion_tokens: int, reused: int | None) -> UsageMetadata:
+    """Usage in LangChain's shape; ``cache_read`` is the prompt tokens the KV cache kept
+    (None: unknown), as OpenAI's cached tokens are reported."""
+    usage = UsageMetadata(
         input_tokens=prompt_tokens,
         output_tokens=completion_tokens,
         total_tokens=prompt_tokens + completion_tokens,
     )
+    if reused is not None:
+        usage["input_token_details"] = {"cache_read": reused}
+    return usage
+
+
+def _prompt_tokens(llama: Any, messages: list[BaseMessage]) -> list[int] | None:
+    """The tokens of ``messages`` in the model's chat template, as llama-cpp-python's
+    default chat handler makes them (``chat_formatter_to_chat_completion_handler``);
+    None for a model without a template."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return None
+    prompt = Jinja2ChatFormatter(
+        template=template,
+        eos_token=llama._model.token_get_text(llama.token_eos()),
+        bos_token=llama._model.token_get_text(llama.token_bos()),
+    )(messages=_to_llama_messages(messages))
+    return llama.tokenize(
+        prompt.prompt.encode("utf-8"), add_bos=not prompt.added_special, special=True
+    )
+
+
+def reused_tokens(llama: Any, prompt: Sequence[int]) -> int:
+    """How many of ``prompt``'s tokens the next generation takes from the KV cache
+    instead of computing them, read from the cache before the call. As
+    ``Llama.generate`` (llama-cpp-python 0.3.36) decides: the longest prefix the prompt
+    shares with the tokens in the cache (``_input_ids[:n_tokens]``, those of the previous
+    call on this model), less one when the whole prompt matches (its last token is
+    computed again for fresh logits), unless the cache holds exactly the prompt and its
+    logits are live (nothing to compute)."""
+    cached = llama._input_ids[: llama.n_tokens]
+    same = 0
+    for have, want in zip(cached, prompt, strict=False):
+        if have != want:
+            break
+        same += 1
+    if same < len(prompt) or same == 0:
+        return same
+    exact = llama.n_tokens == len(prompt) and not getattr(llama, "_requires_eval", True)
+    return same if exact else same - 1
 
 
 class ChatLocalLlama(BaseChatModel):
@@ -204,6 +249,8 @@ class ChatLocalLlama(BaseChatModel):
         deadline = time.monotonic() + self.timeout_s
         produced = 0
         with self._generating(loaded, deadline) as cancelled:
+            prompt = _prompt_tokens(loaded.llama, messages)
+            reused = None if prompt is None else reused_tokens(loaded.llama, prompt)
             stream = loaded.llama.create_chat_completion(
                 messages=_to_llama_messages(messages),
                 stream=True,
@@ -222,8 +269,14 @@ class ChatLocalLlama(BaseChatModel):
                         yield text
             finally:
                 stream.close()
-            # the context now holds prompt + generated tokens
-            outcome["usage"] = _usage(max(loaded.llama.n_tokens - produced, 0), produced)
+            # the cache now holds the prompt the chat handler made, then what was
+            # generated: if that prompt is not the one tokenised here, the reuse is unknown
+            n_prompt = max(loaded.llama.n_tokens - produced, 0)
+            if prompt is not None and list(loaded.llama._input_ids[: len(prompt)]) == prompt:
+                n_prompt = len(prompt)
+            else:
+                reused = None
+            outcome["usage"] = _usage(n_prompt, produced, reused)
 
     def _with_logprobs(
         self, messages: list[BaseMessage], top: int, max_tokens: int, stop: list[str]
@@ -240,26 +293,20 @@ class ChatLocalLlama(BaseChatModel):
         """
         import numpy as np
         from llama_cpp import llama_cpp
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         loaded = self._loaded()
         llama = loaded.llama
-        template = llama.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise ModelOutputError(f"{self.model_name}: no chat template, no token probabilities")
         deadline = time.monotonic() + self.timeout_s
         content: list[dict[str, Any]] = []
         produced: list[int] = []
         text = ""
         with self._generating(loaded, deadline) as cancelled:
-            prompt = Jinja2ChatFormatter(
-                template=template,
-                eos_token=llama._model.token_get_text(llama.token_eos()),
-                bos_token=llama._model.token_get_text(llama.token_bos()),
-            )(messages=_to_llama_messages(messages))
-            tokens = llama.tokenize(
-                prompt.prompt.encode("utf-8"), add_bos=not prompt.added_special, special=True
-            )
+            tokens = _prompt_tokens(llama, messages)
+            if tokens is None:
+                raise ModelOutputError(
+                    f"{self.model_name}: no chat template, no token probabilities"
+                )
+            reused = reused_tokens(llama, tokens)
             steps = llama.generate(tokens, temp=0.0)
             try:
                 # each token is sampled before it is evaluated: the logits at hand are
@@ -302,7 +349,7 @@ class ChatLocalLlama(BaseChatModel):
                 steps.close()
         message = AIMessage(
             content=text,
-            usage_metadata=_usage(len(tokens), len(content)),
+            usage_metadata=_usage(len(tokens), len(content), reused),
             response_metadata={"logprobs": {"content": content}, "model_name": self.model_name},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
