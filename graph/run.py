@@ -3,7 +3,7 @@ edge.
 
 Nodes and edges never resolve settings themselves: ``build_graph`` wraps each of them
 (``as_node``, ``as_edge``), and the wrapper asks ``run_of`` for the run's ``Run``.
-``run_of`` is the only caller of ``settings_for``, so the client's limits
+``run_of`` is the only caller of ``run_settings``, so the client's limits
 (graph/configuration.py) hold for every node, and a node added later cannot forget them.
 Resolution is memoised on the request's values, so every node of a run gets the same
 ``Settings`` object without re-validating it.
@@ -30,7 +30,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.budget import call_ceiling
-from graph.configuration import run_client, settings_for
+from graph.configuration import run_client, run_settings
 from graph.draft import STEP
 from graph.services import Services
 from graph.state import State
@@ -58,7 +58,7 @@ def run_of(
     """The run's settings (checked against its client) and services."""
     context = runtime.context if runtime is not None else None
     services = context if isinstance(context, Services) else default
-    return Run(settings_for(config, state), services, config)
+    return Run(run_settings(config, state), services, config)
 
 
 def as_node(name: str, node: Node, default: Services) -> Callable[..., dict[str, Any]]:
