@@ -450,7 +450,8 @@ class ServerSettings(_Section):
         16,
         ge=2,
         description="The most model calls a server request's settings may make for one "
-        "question (a default run makes at most 7); a request above it gets a 422.",
+        "question (a default run plans at most 11); a request above it gets a 422, and a "
+        "call past it (retries count) is refused: the answer's error is call_limit.",
     )
     open_loopback: bool = Field(
         False,
