@@ -15,6 +15,7 @@ cannot both admit the last place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import text
@@ -60,35 +61,29 @@ SELECT
 """
 
 
-_made = False  # this process has seen the reservations tables made
-
-
-async def _reservations_tables(session: Any) -> None:
-    """Create the reservations tables until this process has seen them committed (not on
-    every request), under a lock: IF NOT EXISTS alone fails when two replicas' first
-    reservations race."""
-    if not _made:
-        lock = "SELECT pg_advisory_xact_lock(hashtext('rag_run_reservations'))"
-        await session.execute(text(lock))
-        for table in RESERVATIONS.values():
-            await session.execute(text(CREATE.format(table=table)))
-
-
-def _sessions() -> Any:
+def _runtime_sessions() -> Any:
     from langgraph_runtime_pg.database import get_session_factory  # the server's runtime
 
     return get_session_factory()
 
 
 class SharedRecords:
-    """The shared runtime's records, read with SQL by every replica."""
+    """The shared runtime's records, read with SQL by every replica. ``sessions``: a
+    SQLAlchemy async session factory (the runtime's own pool unless given)."""
+
+    def __init__(self, sessions: Callable[[], Any] | None = None) -> None:
+        self.sessions = sessions
+        self.tables_made = False  # this process has seen the reservations tables made
+
+    def _session(self) -> Any:
+        return (self.sessions or _runtime_sessions())()
 
     async def usage(self, client: str) -> Usage:
-        async with _sessions()() as session:
+        async with self._session() as session:
             return await _owned_in(session, client)
 
     async def thread_metadata(self, thread_id: str) -> dict[str, Any] | None:
-        async with _sessions()() as session:
+        async with self._session() as session:
             row = (
                 await session.execute(
                     text("SELECT metadata FROM threads WHERE thread_id::text = :id"),
@@ -98,43 +93,48 @@ class SharedRecords:
         return None if row is None else dict(row.metadata or {})
 
     async def reserve(self, client: str, place: Place, key: str, cap: int) -> int | None:
-        global _made
-        refused = await _reserve(client, place, key, cap)
-        _made = True  # committed with the tables
+        table = RESERVATIONS[place]
+        async with self._session() as session, session.begin():
+            if not self.tables_made:
+                await _make_tables(session)
+            await session.execute(
+                text(f"SELECT pg_advisory_xact_lock(hashtext('rag-{place.value}s:' || :client))"),
+                {"client": client},
+            )
+            await session.execute(
+                text(
+                    f"DELETE FROM {table} WHERE client = :client AND ("
+                    "reserved_at < now() - make_interval(secs => :ttl) "
+                    f"OR run_id IN ({RECORDED[place]}))"
+                ),
+                {"client": client, "ttl": RESERVATION_TTL_S},
+            )
+            usage = await _owned_in(session, client)
+            held = (
+                await session.execute(
+                    text(f"SELECT count(*) FROM {table} WHERE client = :client"),
+                    {"client": client},
+                )
+            ).scalar_one()
+            count = (usage.threads if place is Place.THREAD else usage.active_runs) + held
+            refused = count if count >= cap else None
+            if refused is None:
+                await session.execute(
+                    text(f"INSERT INTO {table} (run_id, client) VALUES (:key, :client)"),
+                    {"key": key, "client": client},
+                )
+        self.tables_made = True  # committed
         return refused
 
 
-async def _reserve(client: str, place: Place, key: str, cap: int) -> int | None:
-    table = RESERVATIONS[place]
-    async with _sessions()() as session, session.begin():
-        await _reservations_tables(session)
-        await session.execute(
-            text(f"SELECT pg_advisory_xact_lock(hashtext('rag-{place.value}s:' || :client))"),
-            {"client": client},
-        )
-        await session.execute(
-            text(
-                f"DELETE FROM {table} WHERE client = :client AND ("
-                "reserved_at < now() - make_interval(secs => :ttl) "
-                f"OR run_id IN ({RECORDED[place]}))"
-            ),
-            {"client": client, "ttl": RESERVATION_TTL_S},
-        )
-        usage = await _owned_in(session, client)
-        held = (
-            await session.execute(
-                text(f"SELECT count(*) FROM {table} WHERE client = :client"),
-                {"client": client},
-            )
-        ).scalar_one()
-        count = (usage.threads if place is Place.THREAD else usage.active_runs) + held
-        if count >= cap:
-            return count
-        await session.execute(
-            text(f"INSERT INTO {table} (run_id, client) VALUES (:key, :client)"),
-            {"key": key, "client": client},
-        )
-    return None
+async def _make_tables(session: Any) -> None:
+    """Create the reservations tables (until this process has seen them committed, not on
+    every request), under a lock: IF NOT EXISTS alone fails when two replicas' first
+    reservations race."""
+    lock = "SELECT pg_advisory_xact_lock(hashtext('rag_run_reservations'))"
+    await session.execute(text(lock))
+    for table in RESERVATIONS.values():
+        await session.execute(text(CREATE.format(table=table)))
 
 
 async def _owned_in(session: Any, client: str) -> Usage:
