@@ -77,19 +77,22 @@ def build_graph(
 
 
 def config_for(
+    settings: Settings | None = None,
+    /,
     *,
     thread_id: str | None = None,
     user_id: str | None = None,
     trace_seed: str | None = None,
-    **settings: Any,
+    **changes: Any,
 ) -> RunnableConfig:
-    """An operator's run config: any settings, validated now, plus one trace for the run.
+    """An operator's run config: ``settings`` (default: ``load_settings()``) with any
+    ``changes``, validated now, plus one trace for the run.
 
     ``graph.invoke({"question": q}, config_for(k=4, user_id="ana"))``; the answer's
     ``trace_id`` then points at the run's trace. For in-process callers only: the
     settings travel as a ``Settings`` object, which no JSON request can forge.
     """
-    validated = load_settings(settings)
+    validated = load_settings(changes, base=settings)
     configurable: dict[str, Any] = {SETTINGS_KEY: validated}
     if thread_id:
         configurable["thread_id"] = thread_id

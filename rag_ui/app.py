@@ -42,15 +42,15 @@ from graph.draft import DRAFT, DRAFT_RESET, STEP, StepClock
 from graph.services import Services
 from rag_ui.exchange import PromptRecorder, build_exchange
 from rag_ui.flags import MAX_COMMENT_CHARS, FlagError, check_comment, flag_store
-from rag_ui.sessions import Session, SessionRecords, Sessions
+from rag_ui.sessions import Session, Sessions
 from rag_ui.token import RequireToken
 from server.app import check_run_request, database_down
 from server.http_guard import HttpGuard, parse_json
 from tools import tracing
 from tools.config import OPERATOR, Settings, choices
+from tools.store import UNREACHABLE
 from tools.store.backends import backend
 from tools.store.collection import list_collections
-from tools.store.postgres import DatabaseError
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -107,8 +107,7 @@ class ChatApp:
         self.services = services
         checkpointer = InMemorySaver()
         self.graph = build_graph(checkpointer=checkpointer)
-        records = SessionRecords(**backend(settings).sessions_location(settings))
-        self.sessions = Sessions(checkpointer, records)
+        self.sessions = Sessions(checkpointer, backend(settings).session_log(settings))
         self.flags = flag_store(settings)
 
     async def _session(self, body: dict[str, Any]) -> Session:
@@ -188,7 +187,7 @@ class ChatApp:
     ) -> AsyncIterator[str]:
         s = self.settings
         used = {"collection": s.collection, "k": s.k, "rerank": s.rerank, **toggles}
-        config = config_for(thread_id=session.id, **{**s.model_dump(), **toggles})
+        config = config_for(s, thread_id=session.id, **toggles)
         recorder = PromptRecorder()
         config["callbacks"] = [*(config.get("callbacks") or []), recorder]
         history = (await self.graph.aget_state(config)).values.get("messages") or []
@@ -270,7 +269,7 @@ def create_app(
             Route("/api/flag", chat.flag, methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        exception_handlers={BadRequest: _bad_request, DatabaseError: database_down},
+        exception_handlers={BadRequest: _bad_request, **dict.fromkeys(UNREACHABLE, database_down)},
     )
     if token:
         app.add_middleware(RequireToken, token=token)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 from starlette import routing
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -35,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from graph.budget import budget_problem
-from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, service_settings, settings_for
+from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, run_settings
 from server.http_guard import (
     ASGIApp,
     HttpGuard,
@@ -53,11 +52,12 @@ from tools.config import (
     ConfigError,
     Settings,
     client_of,
+    load_settings,
     readable_collections,
     request_overrides,
 )
+from tools.store import UNREACHABLE
 from tools.store.collection import as_of_problem, list_collections
-from tools.store.postgres import DatabaseError
 
 API_KEY_HEADER = "X-API-Key"
 MAX_BODY_BYTES = 1_000_000
@@ -108,7 +108,7 @@ def check_run_request(body: Any, base: Settings, client: str) -> str | None:
     if not isinstance(question, str) or not question.strip():
         return "'input.question' is required and must be a non-empty string"
     try:  # the graph's own merge: base, then the request's settings, then the input's
-        settings = settings_for({"configurable": {**overrides, SETTINGS_KEY: base}}, payload)
+        settings = run_settings({"configurable": {**overrides, SETTINGS_KEY: base}}, payload)
     except ConfigError as exc:
         return str(exc)
     if len(question) > settings.max_question_chars:
@@ -156,7 +156,7 @@ class ValidateRuns(BaseHTTPMiddleware):
             return JSONResponse(
                 {"detail": "'supersteps' writes a thread's state: not accepted here"}, 422
             )
-        base = service_settings()
+        base = load_settings()
         client = client_of(base, request.headers.get(API_KEY_HEADER, "")) or "anyone"
         if kind is Kind.RUN:  # reads the store: off the event loop
             problem = await run_in_threadpool(check_run_request, body, base, client)
@@ -194,7 +194,7 @@ class ServedRoutesOnly:
             await refuse(scope, receive, send, 404, f"{scope['path']} is not served here")
             return
         key = headers_of(scope).get(API_KEY_HEADER.lower(), "")
-        client = client_of(service_settings(), key)
+        client = client_of(load_settings(), key)
         if not may_call(row, client):
             if client is None:
                 detail, status = f"missing or wrong {API_KEY_HEADER} header", 401
@@ -206,9 +206,8 @@ class ServedRoutesOnly:
         await self.app(scope, receive, send)
 
 
-# What a request meets while the database is down or restarting: each is a 503 with
-# Retry-After, not a 500.
-UNREACHABLE: tuple[type[BaseException], ...] = (DatabaseError, psycopg.OperationalError)
+# What a request meets while the store is down or restarting (tools.store.UNREACHABLE):
+# each is a 503 with Retry-After, not a 500.
 RETRY_AFTER_S = 5
 
 
@@ -226,7 +225,7 @@ class DatabaseDown(BaseHTTPMiddleware):
 
 
 async def database_down(_: Request, exc: Exception) -> JSONResponse:
-    """The 503 of both servers (also `rag ui`'s handler of ``DatabaseError``)."""
+    """The 503 of both servers (also `rag ui`'s handler of ``UNREACHABLE``)."""
     return JSONResponse(
         {"detail": f"the service's database cannot be reached, retry shortly: {exc}"},
         503,
@@ -245,6 +244,6 @@ app.add_middleware(DatabaseDown)
 app.add_middleware(ServedRoutesOnly)
 app.add_middleware(  # added last, so it runs first
     HttpGuard,
-    settings=service_settings,
+    settings=load_settings,
     max_body=MAX_BODY_BYTES,
 )

@@ -25,7 +25,6 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from graph.configuration import service_settings
 from server.limits import run_problem
 from server.quotas import (
     Refusal,
@@ -36,7 +35,7 @@ from server.quotas import (
     reserve_thread,
 )
 from server.routes import AUTH_EVENTS
-from tools.config import client_of
+from tools.config import client_of, load_settings
 
 API_KEY_HEADER = b"x-api-key"
 auth = Auth()
@@ -55,7 +54,7 @@ def _refused(refusal: Refusal | None) -> None:
 
 @auth.authenticate
 async def authenticate(headers: dict[bytes, bytes]) -> str:
-    client = client_of(service_settings(), headers.get(API_KEY_HEADER, b"").decode("latin-1"))
+    client = client_of(load_settings(), headers.get(API_KEY_HEADER, b"").decode("latin-1"))
     if client is None:
         raise Auth.exceptions.HTTPException(status_code=401, detail="missing or wrong X-API-Key")
     return client
@@ -88,7 +87,7 @@ async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]
 
 async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """``POST /threads``: metadata within its cap, and a place among the client's threads."""
-    settings = service_settings()
+    settings = load_settings()
     _refused(metadata_problem(value, settings))
     thread_id = str(value.get("thread_id"))
     if await records(settings).thread_metadata(thread_id) is None:  # a new one
@@ -102,7 +101,7 @@ async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, st
     if value.get("action") is None and value.get("metadata") is None:
         _refuse(404, "writing a thread's state is not served here")
     if value.get("action") is None:  # PATCH /threads/ID: merged into what the thread holds
-        settings = service_settings()
+        settings = load_settings()
         current = await records(settings).thread_metadata(str(value.get("thread_id")))
         _refused(metadata_total_problem(current, value["metadata"], settings))
         return await own_threads(ctx, value)
@@ -128,7 +127,7 @@ def _plain_user(value: Any) -> None:
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """A run from any route: on the client's own thread, its request within the limits,
     and places reserved for the thread it makes (if any) and among its active runs."""
-    client, settings = ctx.user.identity, service_settings()
+    client, settings = ctx.user.identity, load_settings()
     if problem := run_problem(value.get("kwargs") or {}):
         _refuse(422, problem)
     _refused(metadata_problem(value, settings))

@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from graph.builder import build_graph, traced
-from graph.configuration import resolve_settings
+from graph.configuration import run_settings
 from graph.services import Services
 
 
@@ -28,12 +28,12 @@ def make_graph(config: RunnableConfig) -> CompiledStateGraph:
     ``configurable.user_id`` the user.
 
     The run's config is a request, whatever route brought it (runs, batch, crons,
-    assistants, a merged ``checkpoint``): ``resolve_settings`` refuses any operator-only
+    assistants, a merged ``checkpoint``): ``run_settings`` refuses any operator-only
     setting in it here, and every node's run refuses it again with the client's limits
     (graph/run.py), once the input that may name the collection is known.
     """
     configurable = config.get("configurable") or {}
-    settings = resolve_settings(config)
+    settings = run_settings(config, check_client=False)
     run_id = str(config.get("run_id") or configurable.get("run_id") or "") or None
     user_id = configurable.get("user_id")
     trace = traced(

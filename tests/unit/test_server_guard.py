@@ -272,20 +272,20 @@ def test_cli_k_over_the_limit_is_a_clear_error(capsys):
 def test_the_graph_refuses_operator_settings_from_any_request():
     """Defence in depth: whatever route brought a config, the graph itself refuses it."""
     from graph.builder import config_for
-    from graph.configuration import settings_for
+    from graph.configuration import run_settings
     from server.graph_factory import make_graph
     from tools.config import ConfigError
 
     for bad in (EVIL_MODEL, {"data_dir": "/etc"}, {"verify_threshold": 0.0}):
         with pytest.raises(ConfigError, match="may not set"):
-            settings_for({"configurable": {**bad, "thread_id": "t"}})
+            run_settings({"configurable": {**bad, "thread_id": "t"}})
         with pytest.raises(ConfigError, match="may not set"):
             make_graph({"configurable": bad})
     forged = {"configurable": {"rag_settings": {"generator_model": "openai:x@http://h/v1"}}}
-    assert settings_for(forged).generator_model == "local"  # a dict is not a Settings
-    assert settings_for({"configurable": {"k": 3}}).k == 3
+    assert run_settings(forged).generator_model == "local"  # a dict is not a Settings
+    assert run_settings({"configurable": {"k": 3}}).k == 3
     operator = config_for(generator_model="openai:mine@http://127.0.0.1:8000/v1", k=2)
-    assert settings_for(operator).generator_model.startswith("openai:mine")
+    assert run_settings(operator).generator_model.startswith("openai:mine")
 
 
 def test_the_openai_key_goes_only_to_its_own_base_url(monkeypatch):

@@ -13,7 +13,7 @@ from graph.builder import DIRECT_PATH
 from rag_cli.main import main
 from rag_cli.ui_cmd import exposure_problem
 from rag_ui.app import MAX_BODY_BYTES, STATIC, create_app
-from rag_ui.flags import MAX_COMMENT_CHARS, FlagStore, flags_file
+from rag_ui.flags import MAX_COMMENT_CHARS, flag_store
 from tools import tracing
 from tools.config import load_settings
 
@@ -180,7 +180,7 @@ def test_flag_stores_the_whole_exchange(client, corpus_env):
     )
     assert response.status_code == 201
     assert response.json()["trace_scored"] is False  # tracing is off in this test
-    (flag,) = FlagStore(flags_file(corpus_env)).list()
+    (flag,) = flag_store(corpus_env).list()
     assert flag["id"] == response.json()["id"] and flag["comment"] == "wrong step"
     stored = flag["exchange"]
     assert stored == ex  # the server's own record: question, passages, prompt, answer...
