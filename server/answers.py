@@ -18,13 +18,13 @@ door turns into its own error shape.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import anyio
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from typing_extensions import TypedDict
 
@@ -36,6 +36,7 @@ from tools.store.collection import list_collections
 
 GRAPH_ID = "rag"  # the assistant `rag serve` serves (rag_cli/serve_cmd.py names the graph so)
 API_KEY_HEADER = "x-api-key"
+RUN_GONE_S = 5  # how long a run whose client went away has to stop before it is cancelled
 # what a client reads as the outcome: the product's words for graph/results.py's Outcome
 OUTCOME_WORDS: dict[str, str] = {
     "verified": "verified",
@@ -154,14 +155,22 @@ def known_collections(settings: Settings, client: str | None) -> list[str]:
     return [c for c in list_collections(settings) if readable is None or c in readable]
 
 
-def open_collection(settings: Settings, client: str | None) -> Settings:
-    """``settings`` when its collection exists and the client may read it; a collection it
-    may not read is refused as one that does not exist."""
+def collection_problem(settings: Settings, client: str | None) -> str | None:
+    """Why ``settings.collection`` cannot be read by ``client``, or None: a collection it
+    may not read is refused exactly as one that does not exist (the run door's words)."""
     known = known_collections(settings, client)
-    if settings.collection not in known:
-        raise Refused(
-            404, f"unknown collection {settings.collection!r}; known: {', '.join(known) or 'none'}"
-        )
+    if settings.collection in known:
+        return None
+    return (
+        f"unknown collection {settings.collection!r}; known: {', '.join(known) or 'none'}"
+        " (ingest with `rag ingest PATH --collection NAME`)"
+    )
+
+
+def open_collection(settings: Settings, client: str | None) -> Settings:
+    """``settings`` when its collection exists and the client may read it, else 404."""
+    if problem := collection_problem(settings, client):
+        raise Refused(404, problem)
     return settings
 
 
@@ -170,7 +179,7 @@ Event = str | Reply
 
 
 class Asker(Protocol):
-    def events(self, ask: Ask) -> AsyncIterator[Event]: ...
+    def events(self, ask: Ask) -> AsyncGenerator[Event, None]: ...
 
 
 async def final_reply(events: AsyncIterator[Event]) -> Reply:
@@ -194,9 +203,7 @@ class ServerAsker:
     key: str
     app: Any
 
-    async def events(self, ask: Ask) -> AsyncIterator[Event]:
-        from langgraph_api.asgi_transport import ASGITransport  # streams the response
-
+    async def events(self, ask: Ask) -> AsyncGenerator[Event, None]:
         body = {
             "assistant_id": GRAPH_ID,
             "input": {"question": ask.question, "messages": ask.history},
@@ -205,15 +212,15 @@ class ServerAsker:
             "on_disconnect": "cancel",
         }
         headers = {API_KEY_HEADER: self.key} if self.key else {}
-        transport = ASGITransport(self.app)
-        async with (
-            httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client,
-            client.stream("POST", "/runs/stream", json=body, headers=headers) as response,
-        ):
-            if response.status_code != 200:
-                raise Refused(response.status_code, _detail(await response.aread()))
+        response = _asgi_post(self.app, "/runs/stream", json.dumps(body).encode(), headers)
+        try:
+            start = await anext(response)
+            if start["status"] != 200:
+                raise Refused(
+                    start["status"], _detail(b"".join([c async for c in _body(response)]))
+                )
             final: dict[str, Any] = {}
-            async for kind, data in _sse(response.aiter_lines()):
+            async for kind, data in _sse(_lines(_body(response))):
                 if kind == "updates" and isinstance(data, dict):
                     for node in data:
                         yield node
@@ -223,7 +230,84 @@ class ServerAsker:
                     message = data.get("message") if isinstance(data, dict) else data
                     status = 404 if "unknown collection" in str(message) else 502
                     raise Refused(status, f"the run failed: {message}")
+        finally:
+            await response.aclose()  # a client gone mid-run: the run is cancelled
         yield reply_of(final)
+
+
+async def _asgi_post(
+    app: Any, path: str, body: bytes, headers: dict[str, str]
+) -> AsyncIterator[dict[str, Any]]:
+    """POST ``body`` to the ASGI ``app`` in this process and yield the messages it
+    sends back as they come (a streamed response streams). Closing this generator
+    tells the app its client went away."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *((k.encode(), v.encode("latin-1")) for k, v in headers.items()),
+        ],
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 80),
+    }
+    messages: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+    gone = asyncio.Event()
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        await messages.put(message)
+
+    task = asyncio.create_task(app(scope, receive, send))
+    task.add_done_callback(lambda _: messages.put_nowait(None))
+    try:
+        while (message := await messages.get()) is not None:
+            if message["type"] == "http.response.start":
+                yield message
+            elif message["type"] == "http.response.body":
+                yield message
+                if not message.get("more_body"):
+                    break
+        if task.done() and task.exception() is not None:
+            raise task.exception()
+    finally:
+        gone.set()
+        if not task.done():
+            await asyncio.wait({task}, timeout=RUN_GONE_S)
+            task.cancel()
+
+
+async def _body(response: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    async for message in response:
+        yield message.get("body", b"")
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    pending = ""
+    async for chunk in chunks:
+        pending += chunk.decode("utf-8")
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            yield line.rstrip("\r")
+    if pending:
+        yield pending
 
 
 def _detail(raw: bytes) -> str:
@@ -255,7 +339,7 @@ class LocalAsker:
     services: Services
     base: Settings
 
-    async def events(self, ask: Ask) -> AsyncIterator[Event]:
+    async def events(self, ask: Ask) -> AsyncGenerator[Event, None]:
         from graph import build_graph, config_for
 
         settings = client_settings(self.base, None, ask.settings)

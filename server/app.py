@@ -35,6 +35,8 @@ from starlette.responses import JSONResponse, Response
 
 from graph.budget import budget_problem
 from graph.configuration import PER_QUESTION_FIELDS, SETTINGS_KEY, run_settings
+from server.answers import collection_problem
+from server.api_keys import key_of
 from server.http_guard import (
     ASGIApp,
     HttpGuard,
@@ -45,6 +47,8 @@ from server.http_guard import (
     parse_json,
     refuse,
 )
+from server.integrations import ROUTES as INTEGRATIONS
+from server.integrations import lifespan
 from server.limits import run_problem
 from server.quotas import Refusal, metadata_problem, quota_problem, records
 from server.routes import Kind, may_call, served
@@ -53,11 +57,10 @@ from tools.config import (
     Settings,
     client_of,
     load_settings,
-    readable_collections,
     request_overrides,
 )
 from tools.store import UNREACHABLE
-from tools.store.collection import as_of_problem, list_collections
+from tools.store.collection import as_of_problem
 
 API_KEY_HEADER = "X-API-Key"
 MAX_BODY_BYTES = 1_000_000
@@ -116,14 +119,9 @@ def check_run_request(body: Any, base: Settings, client: str) -> str | None:
             f"'input.question' is {len(question)} characters, over "
             f"max_question_chars={settings.max_question_chars}"
         )
-    readable = readable_collections(base, client)
-    known = [c for c in list_collections(settings) if readable is None or c in readable]
-    if settings.collection not in known:
-        return (
-            f"unknown collection {settings.collection!r}; known: {', '.join(known) or 'none'}"
-            " (ingest with `rag ingest PATH --collection NAME`)"
-        )
-    return as_of_problem(settings) or budget_problem(settings)
+    return (
+        collection_problem(settings, client) or as_of_problem(settings) or budget_problem(settings)
+    )
 
 
 def _refused(refusal: Refusal) -> JSONResponse:
@@ -157,7 +155,7 @@ class ValidateRuns(BaseHTTPMiddleware):
                 {"detail": "'supersteps' writes a thread's state: not accepted here"}, 422
             )
         base = load_settings()
-        client = client_of(base, request.headers.get(API_KEY_HEADER, "")) or "anyone"
+        client = client_of(base, key_of(request.headers)) or "anyone"
         if kind is Kind.RUN:  # reads the store: off the event loop
             problem = await run_in_threadpool(check_run_request, body, base, client)
             if problem:
@@ -193,7 +191,7 @@ class ServedRoutesOnly:
         if row is None:
             await refuse(scope, receive, send, 404, f"{scope['path']} is not served here")
             return
-        key = headers_of(scope).get(API_KEY_HEADER.lower(), "")
+        key = key_of(headers_of(scope))
         client = client_of(load_settings(), key)
         if not may_call(row, client):
             if client is None:
@@ -238,7 +236,7 @@ async def healthz(_: Request) -> JSONResponse:
     return JSONResponse({"ok": True})
 
 
-app = Starlette(routes=[routing.Route("/healthz", healthz)])
+app = Starlette(routes=[routing.Route("/healthz", healthz), *INTEGRATIONS], lifespan=lifespan)
 app.add_middleware(ValidateRuns)
 app.add_middleware(DatabaseDown)
 app.add_middleware(ServedRoutesOnly)

@@ -25,6 +25,7 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
+from server.api_keys import key_of
 from server.limits import run_problem
 from server.quotas import (
     Refusal,
@@ -37,7 +38,6 @@ from server.quotas import (
 from server.routes import AUTH_EVENTS
 from tools.config import client_of, load_settings
 
-API_KEY_HEADER = b"x-api-key"
 auth = Auth()
 Filter = dict[str, str] | None
 
@@ -54,9 +54,12 @@ def _refused(refusal: Refusal | None) -> None:
 
 @auth.authenticate
 async def authenticate(headers: dict[bytes, bytes]) -> str:
-    client = client_of(load_settings(), headers.get(API_KEY_HEADER, b"").decode("latin-1"))
+    named = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers.items()}
+    client = client_of(load_settings(), key_of(named))
     if client is None:
-        raise Auth.exceptions.HTTPException(status_code=401, detail="missing or wrong X-API-Key")
+        raise Auth.exceptions.HTTPException(
+            status_code=401, detail="missing or wrong key (X-API-Key or Authorization: Bearer)"
+        )
     return client
 
 

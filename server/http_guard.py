@@ -55,7 +55,7 @@ _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 # name[:port]: DNS labels (no trailing dot) or a bracketed IPv6 address, then a port
 EXACT_HOST = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-f:.]+\])(?::[0-9]{{1,5}})?\Z", re.I)
 # headers whose duplicates two layers could read differently (first or last)
-SINGLE_HEADERS = (b"host", b"x-api-key")
+SINGLE_HEADERS = (b"host", b"x-api-key", b"authorization")
 NO_FRAMES = b"frame-ancestors 'none'"
 
 

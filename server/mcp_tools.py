@@ -25,10 +25,11 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
+from starlette.responses import JSONResponse
 from typing_extensions import TypedDict
 
 from graph.services import Services
@@ -138,21 +139,34 @@ def build_mcp(caller_of: Callable[[Context], Caller]) -> MCPServer:
     return server
 
 
-def http_mcp(caller_of: Callable[[Context], Caller]) -> tuple[Any, Callable[..., Any]]:
-    """The Streamable HTTP endpoint (an ASGI app) and the lifespan it needs running.
-    The MCP SDK's own Host/Origin checks are off: the server's HttpGuard applies the
+class HttpMcp:
+    """The Streamable HTTP endpoint (an ASGI app) and the lifespan it needs running: each
+    start of the server makes its own session manager (the SDK runs one only once).
+    The SDK's own Host/Origin checks are off: the server's HttpGuard applies the
     operator's rules (allowed_hosts, allowed_origins) to this route as to every other."""
-    server = build_mcp(caller_of)
-    server.streamable_http_app(
-        stateless_http=True,
-        json_response=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    manager = server.session_manager
+
+    def __init__(self, caller_of: Callable[[Context], Caller]) -> None:
+        self.caller_of = caller_of
+        self.manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
-    async def lifespan(_: Any) -> AsyncIterator[None]:
-        async with manager.run():
-            yield
+    async def lifespan(self, _app: Any) -> AsyncIterator[None]:
+        server = build_mcp(self.caller_of)
+        server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.manager = server.session_manager
+        try:
+            async with self.manager.run():
+                yield
+        finally:
+            self.manager = None
 
-    return StreamableHTTPASGIApp(manager), lifespan
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.manager is None:  # an app used without its lifespan (a bare test client)
+            response = JSONResponse({"detail": "the MCP endpoint is not running"}, 503)
+            await response(scope, receive, send)
+            return
+        await self.manager.handle_request(scope, receive, send)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -181,7 +181,7 @@ def _chunk(head: dict[str, Any], delta: dict[str, Any], finish: str | None = Non
 
 
 async def _stream(
-    head: dict[str, Any], first: str | Reply, events: AsyncIterator[str | Reply]
+    head: dict[str, Any], first: str | Reply, events: AsyncGenerator[str | Reply, None]
 ) -> AsyncIterator[str]:
     yield _chunk(head, {"role": "assistant", "content": ""})
     event: str | Reply = first
@@ -194,6 +194,8 @@ async def _stream(
         status = exc.status if isinstance(exc, Refused) else 502
         yield f"data: {json.dumps({'error': {'message': detail, 'code': status}})}\n\n"
         return
+    finally:
+        await events.aclose()  # a client gone mid-answer: the run is cancelled
     for n, paragraph in enumerate(reply_text(event).split("\n\n")):
         yield _chunk(head, {"content": ("\n\n" if n else "") + paragraph})
     yield _chunk(head, {"rag": _extension(event)}, "stop")

@@ -55,6 +55,9 @@ class Kind(Enum):
     PATCH_THREAD = "patch_thread"  # merges metadata: capped as a whole
     RUN = "run"  # starts a run: checked before it is queued
     CANCEL = "cancel"  # cancels runs by id
+    # asks through a run of the server's own, sent with the caller's key, which meets
+    # the RUN row and its checks (server/answers.py): MCP and the OpenAI-compatible chat
+    ASK = "ask"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,10 @@ SERVED: tuple[Served, ...] = (
     _row("GET", "/threads/{thread_id}/runs/{run_id}/stream", Kind.READ, READ_THREAD),
     _row("POST", "/runs/cancel", Kind.CANCEL, *CANCEL),
     _row("POST", "/threads/{thread_id}/runs/{run_id}/cancel", Kind.CANCEL, *CANCEL),
+    # the doors for tools people already use (docs_corpus/integrations.md)
+    _row("POST", "/mcp", Kind.ASK),
+    _row("GET", "/v1/models", Kind.READ),
+    _row("POST", "/v1/chat/completions", Kind.ASK),
 )
 
 # what LangGraph's auth lets through: the events the served routes raise

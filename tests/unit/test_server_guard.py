@@ -96,7 +96,7 @@ QUESTION = {"assistant_id": "rag", "input": {"question": "q"}}
         ("post", "/runs/wait", {**QUESTION, "command": {"resume": 1}}, 422),
         ("post", "/runs/wait", {**QUESTION, "config": {"configurable": {"rag_settings": {}}}}, 422),
         ("put", "/store/items", {"namespace": ["a"], "key": "k", "value": {}}, 404),
-        ("post", "/mcp", {}, 404),
+        ("post", "/mcp/tools", {}, 404),  # LangGraph's own MCP; /mcp is the product's
         ("post", "/a2a/rag", {}, 404),
     ],
 )
