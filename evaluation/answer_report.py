@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaluation.answers import outcome_of
 from evaluation.report import clip, write_files
 
 CHART = "answers.png"
@@ -31,6 +32,9 @@ SHOWN = {
     "overruled_right": "of those, right (count)",
     "false_abstentions_by_cause": "abstained although answerable, by where the gold answer "
     "was (read: in what the generator read; cut: in a cut candidate; not_retrieved)",
+    "withheld": "drafts withheld, never shown (count)",
+    "withheld_right": "of those, right answers to answerable questions (count)",
+    "outcomes": "outcomes (count)",
     "regeneration_rate": "regenerated after a failed check (answered)",
     "completeness": "answer completeness, judge 1-5",
     "contextual_accuracy": "contextual accuracy, judge 1-5",
@@ -62,7 +66,7 @@ def markdown(report: Mapping[str, Any], chart: str | None = CHART) -> str:
         "",
         "| measure | value |",
         "|---|---|",
-        *(f"| {label} | {_cell(s[key])} |" for key, label in SHOWN.items()),
+        *(f"| {label} | {_cell(s.get(key))} |" for key, label in SHOWN.items()),
         f"| latency p50 / p95 (s) | {lat.get('p50_ms', 0) / 1000:.1f} / "
         f"{lat.get('p95_ms', 0) / 1000:.1f} |",
         "",
@@ -184,7 +188,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     qb = {r["id"]: q for r in b["items"] if (q := _quality(r)) is not None}
     shared = [i for i in qa if i in qb]
     deltas = {i: qb[i] - qa[i] for i in shared}
-    oa, ob = ({r["id"]: _outcome(r) for r in x["items"] if "error" not in r} for x in (a, b))
+    oa, ob = ({r["id"]: outcome_of(r) for r in x["items"] if "error" not in r} for x in (a, b))
     both = [i for i in oa if i in ob]
     return {
         "kind": "answers",
@@ -204,12 +208,6 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         if both
         else None,
     }
-
-
-def _outcome(record: Mapping[str, Any]) -> str:
-    if record["abstained"]:
-        return "abstained"
-    return "verified" if record["scores"].get("grounded") else "not_verified"
 
 
 def compare_markdown(result: Mapping[str, Any], labels: tuple[str, str] = ("A", "B")) -> str:

@@ -16,7 +16,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +71,20 @@ def _score_item(item: QAItem, out: dict[str, Any], style: str) -> dict[str, Any]
                 verdict["citations_needed"] / verdict["citations"], 4
             )
         if item.answerable is not None:  # known gold: was the answer right?
-            scores["right"] = bool(item.answerable) and (
-                scores["f1"] >= SAME_ANSWER_F1
-                if style == "short"
-                else answer_is_right(item.question, answer, item.answers)
-            )
+            scores["right"] = _right(item, answer, style)
+    withheld = (out.get("judgement") or {}).get("withheld")
+    if withheld and item.answerable is not None:  # a draft never shown: would it have been?
+        scores["withheld_right"] = _right(item, strip_markers(withheld, set()).strip(), style)
     return scores
+
+
+def _right(item: QAItem, answer: str, style: str) -> bool:
+    """Whether ``answer`` is right for ``item`` (see ``_score_item``)."""
+    return bool(item.answerable) and (
+        token_f1(answer, item.answers) >= SAME_ANSWER_F1
+        if style == "short"
+        else answer_is_right(item.question, answer, item.answers)
+    )
 
 
 def answer_found(item: QAItem, out: dict[str, Any]) -> str:
@@ -111,13 +119,12 @@ def evaluate_answers(
     app = build_graph(checkpointer=InMemorySaver())  # to read each run's passages back
     judge_model = services.llm(settings, "judge") if judge else None
     run_id = uuid.uuid4().hex[:8]
-    configurable = settings.model_dump(mode="json")  # the same for every item
     records: list[dict[str, Any]] = []
     for n, item in enumerate(items, 1):
         config = config_for(
+            settings,
             thread_id=f"eval-{run_id}-{n}",
             trace_seed=f"eval-{run_id}-{item.id}",
-            **configurable,
         )
         record: dict[str, Any] = {
             "id": item.id,
@@ -136,6 +143,10 @@ def evaluate_answers(
             "seconds": round(time.perf_counter() - started, 2),
             "answer": out["answer"],
             "abstained": out["abstained"],
+            "outcome": out["outcome"],
+            # the draft withheld (not shown), so right answers withheld are counted
+            "withheld": (out.get("judgement") or {}).get("withheld"),
+            "unstated": (out.get("judgement") or {}).get("unsupported") or [],
             "verdict": {k: out["verdict"][k] for k in VERDICT_KEYS if k in out["verdict"]},
             "attempts": out.get("attempts", 0),
             "queries": out["queries"],
@@ -245,6 +256,16 @@ def _overruled(verdict: dict[str, Any]) -> bool:
     return bool(verdict.get("second_opinion")) and not verdict.get("grounded")
 
 
+def outcome_of(record: Mapping[str, Any]) -> str:
+    """A record's outcome as the run judged it (a report written before records kept it:
+    from its scores)."""
+    if record.get("outcome"):
+        return str(record["outcome"])
+    if record["abstained"]:
+        return "abstained"
+    return "verified" if record["scores"].get("grounded") else "not_verified"
+
+
 def _keep(record: dict[str, Any], records: list[dict[str, Any]], log: Path | None) -> None:
     records.append(record)
     if log is not None:
@@ -291,6 +312,11 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "unanswerable": _verified([r for r in answered if r["answerable"] is False], 0),
         },
         "verified_by_threshold": by_threshold(answered, len(answerable)),
+        # drafts withheld (not shown: the documents do not say it, an obeyed instruction,
+        # on_unverified=abstain) and, of the answerable questions, those that were right
+        "withheld": sum(bool(r.get("withheld")) for r in ok),
+        "withheld_right": sum(bool(r["scores"].get("withheld_right")) for r in answerable),
+        "outcomes": dict(Counter(outcome_of(r) for r in ok)),
         "regeneration_rate": _mean([float(r["attempts"] > 1) for r in answered]),
         "completeness": _mean(collect("completeness", answered)),
         "contextual_accuracy": _mean(collect("contextual_accuracy", answered)),

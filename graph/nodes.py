@@ -20,15 +20,14 @@ from pydantic import BaseModel, Field
 
 from graph import prompts
 from graph.budget import takes_second_look
-from graph.checks.explain import reason
+from graph.checks.judgement import judge
 from graph.checks.pipeline import Bars, Case, feedback, regenerates, run_checks
 from graph.checks.repairs import ATTEMPTS, CITING, WRITTEN, Attempt, DraftContext, repaired
-from graph.checks.support import closest, support_for
+from graph.checks.support import closest, recited, renumbered
 from graph.configuration import PER_QUESTION_FIELDS
 from graph.context import context_message, header_location
 from graph.draft import DraftStream, Event
 from graph.guard import decide, nearest_distance, refusal
-from graph.results import Outcome
 from graph.run import Run
 from graph.services import Services
 from graph.state import PER_QUESTION, State
@@ -215,6 +214,7 @@ def retrieve(state: State, run: Run) -> dict[str, Any]:
                 f"{report.threshold}; raise distance_threshold to include them)"
             )
         update["abstain_reason"] = prompts.ABSTAIN_NO_CONTEXT.format(detail=detail)
+        update["unsaid"] = True
     return update
 
 
@@ -376,7 +376,7 @@ def generate_answer(state: State, run: Run) -> dict[str, Any]:
         "copied": tried[-1].copy and found,
     }
     if not found:
-        update["abstain_reason"] = prompts.ABSTAIN_NOT_FOUND
+        update |= {"abstain_reason": prompts.ABSTAIN_NOT_FOUND, "unsaid": True}
     return update
 
 
@@ -391,6 +391,12 @@ def verify(state: State, run: Run) -> dict[str, Any]:
     def answer_again(passages: list[dict[str, Any]], numbers: list[int]) -> str:
         question = state["queries"][0]
         return _answer(settings, services, question, passages, config, numbers=numbers)
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        try:  # it only ranks the quotes: without it, the words shared do
+            return services.embedder(settings).embed_documents(texts)
+        except ModelError:
+            return []
 
     try:
         if pairs["logprobs"].pair != pairs["sampled"].pair:
@@ -414,6 +420,7 @@ def verify(state: State, run: Run) -> dict[str, Any]:
             extractive=short,
             config=config,
             answer_again=answer_again if short and settings.second_opinion else None,
+            embed=embed,
         )
         verdict = run_checks(case)
         # the pairs are equal when settle was skipped: label what the reading was
@@ -447,6 +454,8 @@ def _numbered_by_citation(
         verdict["unsupported"] = [renumber(s, new_of) for s in verdict["unsupported"]]
     if "missing" in verdict:
         verdict["missing"] = {renumber(k, new_of): v for k, v in verdict["missing"].items()}
+    if "statement_support" in verdict:
+        verdict["statement_support"] = renumbered(verdict["statement_support"], new_of)
     opinion = verdict.get("second_opinion") or {}
     if "answer" in opinion:  # it cites by the same passage numbers as the draft
         verdict["second_opinion"] = {**opinion, "answer": renumber(opinion["answer"], new_of)}
@@ -454,29 +463,32 @@ def _numbered_by_citation(
 
 
 def finalize(state: State, run: Run) -> dict[str, Any]:
-    """Build the answer object: cited answer and references, or an honest abstention."""
+    """Build the answer object: the judgement (graph/checks/judgement.py), and the cited
+    answer with its references, or the message saying why there is none. Each statement
+    cites the passage its quote was found in (the model's marker was a hint)."""
     settings = run.settings
     passages = state.get("passages") or []
-    draft, verdict = state.get("draft", ""), state.get("verdict") or {}
-    abstain = state.get("abstain_reason") or ("" if draft else prompts.ABSTAIN_NOT_FOUND)
-    if not abstain and verdict.get("obeyed_passage"):
-        abstain = prompts.ABSTAIN_OBEYED
-    elif not abstain and verdict.get("documents_say") is False:
-        abstain = prompts.ABSTAIN_NOT_STATED
-    elif (
-        not abstain
-        and verdict
-        and not verdict.get("grounded")
-        and (settings.on_unverified == "abstain")
-    ):
-        abstain = prompts.ABSTAIN_UNVERIFIED
+    draft, verdict = state.get("draft", ""), dict(state.get("verdict") or {})
+    stopped = state.get("abstain_reason") or ("" if draft else prompts.ABSTAIN_NOT_FOUND)
+    judgement, shown = judge(
+        question=state["question"],
+        draft=draft,
+        verdict=verdict,
+        passages=passages,
+        stopped=stopped,
+        unsaid=bool(state.get("unsaid")) or not (draft or state.get("abstain_reason")),
+        withhold_unverified=settings.on_unverified == "abstain",
+    )
     citations: list[dict[str, Any]] = []
-    if abstain:
-        answer = abstain
-    else:
+    answer = shown
+    if shown == draft:
+        found = verdict.get("statement_support") or []
         answer, passages, verdict = _numbered_by_citation(
-            strip_markers(draft, set(range(1, len(passages) + 1))), passages, verdict
+            strip_markers(recited(draft, found), set(range(1, len(passages) + 1))),
+            passages,
+            verdict,
         )
+        judgement["statements"] = verdict.get("statement_support") or []
         for n in cited_numbers(answer):
             p = Passage(**passages[n - 1])
             citations.append(
@@ -492,29 +504,24 @@ def finalize(state: State, run: Run) -> dict[str, Any]:
                     "snippet": p.text[:240],
                 }
             )
-    unsaid = abstain.startswith(prompts.DOCUMENTS_DO_NOT_SAY)
-    outcome: Outcome = (
-        ("not_in_documents" if unsaid else "abstained")
-        if abstain
-        else "verified"
-        if verdict.get("grounded")
-        else "not_verified"
-    )
+    outcome = judgement["outcome"]
     tracing.score(settings, state.get("trace_id"), "verified", outcome == "verified", outcome)
     references = [
         f"[{c['n']}] {Passage(**passages[c['n'] - 1]).location()}"
         + (f" ({c['heading']})" if c["heading"] else "")
         for c in citations
     ]
+    shown_statements = judgement["statements"] if shown == draft else []
     return {
         "answer": answer,
         "passages": passages,
-        "abstained": bool(abstain),
+        "abstained": shown != draft,
         "outcome": outcome,
+        "judgement": judgement,
         "citations": citations,
-        "support": [] if abstain else support_for(answer, passages, state["question"]),
+        "support": [q for s in shown_statements for q in s["quotes"]],
         "closest": closest(state["question"], passages) if outcome == "not_in_documents" else [],
-        "reason": reason(verdict, passages) if outcome == "not_verified" else None,
+        "reason": judgement["reason"] if outcome == "not_verified" else None,
         "references": references,
         "verdict": verdict,
         "error": state.get("error"),

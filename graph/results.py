@@ -57,6 +57,18 @@ class Support(TypedDict):
     quote: str  # the passage's own words
 
 
+class StatementSupport(TypedDict):
+    """One statement of an answer and the support the service found for it
+    (graph/checks/support.py, ``statement_support``)."""
+
+    statement: str  # the statement, without its markers
+    cited: list[int]  # the passages the model cited for it: a hint, searched first
+    facts: bool  # it says something the question did not (else it carries no fact)
+    supported: bool  # every clause has a quote that states it
+    found_by: list[str]  # what found the quotes: "text", "embedding", "verifier"
+    quotes: list[Support]  # one per clause, from any passage the generator read
+
+
 class Closest(TypedDict):
     """A passage's sentence nearest the question, shown when the documents do not say
     the answer (graph/checks/support.py, ``closest``)."""
@@ -181,6 +193,8 @@ class Verdict(TypedDict, total=False):
     error: str  # the verifier failed: the answer is unchecked
     documents_say: bool  # some statement has quoted support (false: withheld as such)
     unnamed: list[str]  # what the question's ask names and no cited passage does
+    statement_support: list[StatementSupport]  # each statement's support, as found
+    one_answer: bool  # the question asks for exactly one literal (check 4 may run)
     checks: list[CheckResult]
 
 
@@ -204,12 +218,38 @@ class GuardDecision(TypedDict, total=False):
 # answer for another reason (a failed step, a refused topic, an obeyed instruction).
 Outcome = Literal["verified", "not_verified", "not_in_documents", "abstained"]
 
+# What each outcome is called where it is shown (the CLI, the chat page, reports).
+LABELS: dict[str, str] = {
+    "verified": "VERIFIED",
+    "not_verified": "NOT VERIFIED",
+    "not_in_documents": "THE DOCUMENTS DO NOT SAY",
+    "abstained": "ABSTAINED",
+}
+
+
+class Judgement(TypedDict):
+    """The label on an answer, built once (graph/checks/judgement.py) from the checks'
+    verdict and each statement's support; every surface renders it and none works it out
+    again."""
+
+    outcome: Outcome
+    label: str  # LABELS[outcome]
+    statements: list[StatementSupport]  # each statement and what states it
+    unsupported: list[str]  # the fact-carrying statements nothing states
+    reason: str | None  # why not verified (or why withheld), as a sentence
+    # the draft that was withheld, with its markers; never shown as the answer (None when
+    # the answer shown is the draft, or no draft was written)
+    withheld: str | None
+
+
 __all__ = [
+    "LABELS",
     "CheckResult",
     "Citation",
     "Closest",
     "Dropped",
     "GuardDecision",
+    "Judgement",
     "LiteralChoice",
     "ModelFault",
     "Outcome",
@@ -217,6 +257,7 @@ __all__ = [
     "PassageRecord",
     "RetrievalReport",
     "SecondOpinion",
+    "StatementSupport",
     "Support",
     "ThresholdsUsed",
     "Verdict",

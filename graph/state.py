@@ -28,6 +28,7 @@ from graph.results import (
     Citation,
     Closest,
     GuardDecision,
+    Judgement,
     ModelFault,
     Outcome,
     PassageRecord,
@@ -63,8 +64,11 @@ class OutputState(TypedDict, total=False):
     verdict: Verdict
     abstained: bool
     # verified, not_verified (shown with a reason), not_in_documents (withheld, with the
-    # closest passages) or abstained (graph/results.py, Outcome)
+    # closest passages) or abstained (graph/results.py, Outcome): judgement's outcome
     outcome: Outcome
+    # the label, each statement's support, the reason and the withheld draft, built once
+    # (graph/checks/judgement.py); every surface renders it
+    judgement: Judgement
     queries: list[str]
     retrieval: RetrievalReport
     timings: dict[str, float]  # seconds per node, reset by the first node of each question
@@ -85,6 +89,7 @@ class State(InputState, OutputState, total=False):
     draft: str
     feedback: list[str]  # unsupported statements (with missing literals) from the last check
     abstain_reason: str
+    unsaid: bool  # ...set because the documents hold no answer (none retrieved or found)
     second_look: bool  # the draft was asked for after a NOT_FOUND: never regenerated
     copied: bool  # ...and, after a second NOT_FOUND, copied as check 5 asks (OWN_ANSWER)
 

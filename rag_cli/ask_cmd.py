@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph, config_for
-from graph.checks.explain import not_verified
+from graph.checks.explain import not_verified, quoted_statement
 from graph.checks.support import where
 from graph.services import Services
 from graph.state import OutputState
@@ -66,15 +66,15 @@ def register(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     return [ask, chat]
 
 
-def _configurable(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    """The CLI's validated settings plus this command's flags, as the graph's run config."""
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings this command's flags change (on top of the CLI's settings)."""
     values = {
         "collection": args.collection,
         "k": args.k,
         "rerank": args.rerank,
         "retrieval_strategy": args.strategy,
     }
-    return {**settings.model_dump(), **{k: v for k, v in values.items() if v is not None}}
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def answer(
@@ -122,9 +122,12 @@ def answer(
 
 
 def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = False) -> None:
-    """The answer (unless it was streamed as is), references, the quoted lines each
-    statement rests on (not with ``quiet``) and the label, with its reason in plain words;
-    ``verbose`` adds the checks' own readings."""
+    """The answer (unless it was streamed as is), references, each statement's quoted
+    support (not with ``quiet``) and the label, with its reason in plain words, all as
+    the answer object's ``judgement`` says (graph/checks/judgement.py); ``verbose`` adds
+    the checks' own readings."""
+    judgement = out.get("judgement") or {}
+    outcome = judgement.get("outcome")
     if " ".join(out.get("streamed", "").split()) != " ".join(out["answer"].split()):
         print()
         print(out["answer"])
@@ -132,13 +135,17 @@ def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = Fa
         print("\nReferences:")
         for ref in out["references"]:
             print(f"  {ref}")
-    for key, title in (("support", "Quoted support"), ("closest", CLOSEST_TITLE)):
-        if out.get(key) and not quiet:  # each quote with its place, as the page shows it
-            print(f"\n{title}:")
-            passages = out.get("passages") or []
-            for item in out[key]:
-                place = where(passages[item["n"] - 1], item["line"])
-                print(f'  [{item["n"]}] {place}: "{item["quote"]}"')
+    passages = out.get("passages") or []
+    shown = outcome in ("verified", "not_verified")
+    if shown and judgement.get("statements") and not quiet:
+        print("\nQuoted support:")
+        for line in support_lines(judgement["statements"], passages):
+            print(f"  {line}")
+    if out.get("closest") and not quiet:  # each quote with its place, as the page shows it
+        print(f"\n{CLOSEST_TITLE}:")
+        for item in out["closest"]:
+            place = where(passages[item["n"] - 1], item["line"])
+            print(f'  [{item["n"]}] {place}: "{item["quote"]}"')
     verdict = out.get("verdict") or {}
     guard = out.get("guard") or {}
     if guard.get("verdict") not in (None, "allowed"):
@@ -147,14 +154,13 @@ def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = Fa
     if out.get("error"):
         error = out["error"]
         print(f"\nerror ({error['type']} in {error['stage']}): {error['message']}")
-    if out.get("outcome") == "not_in_documents":
-        pass  # the answer says so, and the closest passages are above
-    elif out["abstained"]:
+    if outcome == "abstained":
         print("\n(abstained)")
-    elif verdict.get("grounded"):
+    elif outcome == "verified":
         print("\nVerified: the quoted lines state this answer.")
-    elif verdict:
-        print(f"\nNOT VERIFIED: {not_verified(out)}")
+    elif outcome == "not_verified":
+        print(f"\nNOT VERIFIED: {not_verified(judgement)}")
+    # not_in_documents: the answer says so, and the closest passages are above
     if verbose and verdict:
         print(f"\nchecks: {readings(verdict)}")
     if verbose and out.get("calls"):
@@ -165,6 +171,18 @@ def print_answer(out: dict[str, Any], *, quiet: bool = False, verbose: bool = Fa
         print(f"warning: {warning}")
     if out.get("trace_id"):
         print(f"trace: {out['trace_id']}")
+
+
+def support_lines(statements: list[dict[str, Any]], passages: list[dict[str, Any]]) -> list[str]:
+    """One line per quote, ``[n] file, line L: "quote"``, and one per statement that
+    carries a fact and has none, naming it."""
+    lines = []
+    for statement in statements:
+        for q in statement["quotes"]:
+            lines.append(f'[{q["n"]}] {where(passages[q["n"] - 1], q["line"])}: "{q["quote"]}"')
+        if statement["facts"] and not statement["supported"]:
+            lines.append(f"(none) {quoted_statement(statement['statement'])}: no passage states it")
+    return lines
 
 
 def call_lines(calls: list[ModelCall]) -> list[str]:
@@ -202,9 +220,7 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     if args.thread:
         check_thread(args.thread)
     check_models(settings, ANSWER_ROLES)
-    config = config_for(
-        thread_id=args.thread, user_id=args.user_id, **_configurable(args, settings)
-    )
+    config = config_for(settings, thread_id=args.thread, user_id=args.user_id, **_flags(args))
     show = not args.json
     if not args.thread:
         app = build_graph()
@@ -258,9 +274,7 @@ def _chat(args: argparse.Namespace, settings: Settings, threads: Threads) -> int
             session, history = str(uuid.uuid4()), []
             print("(new conversation" + (", not saved under --thread)" if args.thread else ")"))
             continue
-        config = config_for(
-            thread_id=session, user_id=args.user_id, **_configurable(args, settings)
-        )
+        config = config_for(settings, thread_id=session, user_id=args.user_id, **_flags(args))
         if line in ("/passages", "/prompt"):
             _show_last(app, config, line, recorder)
             continue

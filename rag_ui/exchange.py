@@ -77,7 +77,16 @@ def passage_view(n: int, passage: dict[str, Any]) -> dict[str, Any]:
 
 def _reason(state: dict[str, Any]) -> str:
     """The sentence `rag ask` prints after NOT VERIFIED (graph/checks/explain.py)."""
-    return not_verified(state) if state.get("outcome") == "not_verified" else ""
+    judgement = state.get("judgement") or {}
+    return not_verified(judgement) if judgement.get("outcome") == "not_verified" else ""
+
+
+def _judged(judgement: dict[str, Any], passages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The judgement with each quote placed, as `rag ask` prints it."""
+    statements = [
+        {**s, "quotes": _placed(s["quotes"], passages)} for s in judgement.get("statements") or []
+    ]
+    return {**judgement, "statements": statements} if judgement else {}
 
 
 def _placed(quotes: list[dict[str, Any]], passages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -106,6 +115,8 @@ def build_exchange(
         "answer": state.get("answer", ""),
         "abstained": bool(state.get("abstained")),
         "outcome": state.get("outcome"),
+        # the label, each statement's support and the reason (graph/checks/judgement.py)
+        "judgement": _judged(state.get("judgement") or {}, passages),
         "error": state.get("error"),
         "guard": state.get("guard"),
         "verdict": state.get("verdict") or {},

@@ -16,18 +16,47 @@ from typing import Any
 
 from graph import prompts
 from graph.checks.citations import FOLLOWS, NO_CITATION, NOT_QUOTED
-from graph.checks.support import line_at, where
+from graph.checks.support import line_at, plain_statement, where
 from graph.results import PassageRecord
-from tools.text import cited_clauses, found_phrase, strip_markers
+from tools.text import cited_clauses, found_phrase, sentence_spans, strip_markers, tokenize
 
 CHECK_THE_QUOTES = "Read the quoted lines before relying on it."
 # a statement quoted in a reason is cut to this many characters
 STATEMENT_CHARS = 90
 
 
-def _short(statement: str) -> str:
-    text = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(strip_markers(statement, set()).split()))
+def quoted_statement(statement: str) -> str:
+    """A statement as a reason quotes it: without markers, in quotes, cut when long."""
+    text = plain_statement(statement)
     return f'"{text}"' if len(text) <= STATEMENT_CHARS else f'"{text[: STATEMENT_CHARS - 1]}…"'
+
+
+def closest_sentence(
+    statement: str, passages: Sequence[PassageRecord], first: Sequence[int] = ()
+) -> tuple[str, str] | None:
+    """What the passages say nearest ``statement``: the sentence sharing the most of its
+    words, of the passages ``first`` (the cited ones) if any shares one, else of any; as
+    (``[n] (file, line L)``, the sentence). None when no sentence shares a word."""
+    words = set(tokenize(strip_markers(statement, set())))
+    best: tuple[int, int, int] | None = None  # (shared, n, start) of the best sentence
+    ends: dict[tuple[int, int], int] = {}
+    for group in ([n for n in first if 1 <= n <= len(passages)], range(1, len(passages) + 1)):
+        for n in group:
+            text = passages[n - 1]["text"]
+            for start, end in sentence_spans(text):
+                shared = len(words & set(tokenize(text[start:end])))
+                if shared and (best is None or shared > best[0]):
+                    best, ends[(n, start)] = (shared, n, start), end
+        if best is not None:
+            break
+    if best is None:
+        return None
+    _, n, start = best
+    passage = passages[n - 1]
+    sentence = " ".join(passage["text"][start : ends[(n, start)]].split())
+    if len(sentence) > 2 * STATEMENT_CHARS:
+        sentence = sentence[: 2 * STATEMENT_CHARS - 1] + "…"
+    return f"[{n}] ({where(passage, line_at(passage, start))})", sentence
 
 
 def _source(n: int, passages: Sequence[PassageRecord], literal: str = "") -> str:
@@ -55,7 +84,7 @@ def _holding(literal: str, passages: Sequence[PassageRecord], first: Sequence[in
 
 def _unsupported(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
     statement, gaps = next(iter((verdict.get("missing") or {}).items()))
-    said = _short(statement)
+    said = quoted_statement(statement)
     cited = [n for n in _cited(statement) if 1 <= n <= len(passages)]
     if NO_CITATION in gaps and not cited:
         return f"{said} cites no source, and none of the sources was found to say it."
@@ -65,8 +94,12 @@ def _unsupported(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> 
     if NOT_QUOTED in gaps:
         return f"{said} is not worded as {source} words it."
     literals = [g for g in gaps if g not in (NO_CITATION, NOT_QUOTED)]
-    names = ", ".join(literals[:4])
-    return f"{source} does not say {names}, which the answer states: {said}"
+    names = " or ".join(literals[:3])
+    near = closest_sentence(statement, passages, cited)
+    instead = (
+        f' It says: "{near[1]}"' if near and cited and near[0].startswith(f"[{cited[0]}]") else ""
+    )
+    return f"{said} names {names}, which {source} does not name.{instead}"
 
 
 def _overruled(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
@@ -105,6 +138,9 @@ def reason(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
             f"The question asks about {names}, which {_sources(verdict, passages)} never "
             f"names: the answer may be about something else."
         )
+    for result in verdict.get("checks") or []:  # a check that says so itself (its Finding)
+        if not result["passed"] and result["facts"].get("reason"):
+            return str(result["facts"]["reason"])
     opinion = verdict.get("second_opinion")
     if opinion and "error" in opinion:
         return f"The answer could not be checked a second time ({opinion['error']})."
@@ -139,7 +175,7 @@ def reason(verdict: dict[str, Any], passages: Sequence[PassageRecord]) -> str:
     return f"The checking model could not confirm that {sources} states this answer."
 
 
-def not_verified(out: dict[str, Any]) -> str:
-    """What a user reads after the NOT VERIFIED label, on every surface: the answer
-    object's ``reason`` and what to do."""
-    return f"{out.get('reason') or ''} {CHECK_THE_QUOTES}".strip()
+def not_verified(judgement: dict[str, Any]) -> str:
+    """What a user reads after the NOT VERIFIED label, on every surface: the judgement's
+    ``reason`` and what to do."""
+    return f"{judgement.get('reason') or ''} {CHECK_THE_QUOTES}".strip()

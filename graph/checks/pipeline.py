@@ -69,7 +69,7 @@ or withheld (``on_unverified=abstain``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -80,6 +80,7 @@ from graph.checks.citations import FOLLOWS, citation_problems, planted_words
 from graph.checks.readings import (
     agreement_of,
     answer_form,
+    asks_for_one,
     evidence,
     literal_choice,
     own_answer,
@@ -87,7 +88,7 @@ from graph.checks.readings import (
     restates,
     sure_enough,
 )
-from graph.checks.support import support_for
+from graph.checks.support import Embed, statement_support
 from graph.checks.tuning import SAME_ANSWER_F1, SURE_CLAIM
 from graph.context import context_message
 from graph.results import CheckResult, Verdict
@@ -128,65 +129,76 @@ class Case:
     extractive: bool = False  # answer_style = "short": a quote
     config: RunnableConfig | None = None
     answer_again: AnswerAgain | None = None  # for the second opinion; None skips it
+    embed: Embed | None = None  # the run's embedder, to rank each statement's quotes
 
     @property
     def claims(self) -> list[str]:
         return statements(self.draft)
 
 
-@dataclass
-class Weighing:
-    """What the checks build up as they run, in order."""
+@dataclass(frozen=True)
+class SoFar:
+    """What the checks that ran found, as the next check reads it: read-only. A check
+    changes it only through its ``Finding``'s ``sets``, which ``run_checks`` applies
+    before the next check runs, so what each check depends on is in its signature and
+    in the ``sets`` of those before it, never in a shared mutable dict."""
 
-    verdict: dict[str, Any]
-    confidence: float = 0.0
-    failed_literals: bool = False  # checks 1-2 failed: no model is asked
+    threshold: float  # what the confidence must reach (check 5 may move it)
+    one_answer: bool  # the question asks for exactly one thing (readings.asks_for_one)
+    refused: bool = False  # a lexical check refused the answer: no model is asked
+    failed_literals: bool = False  # checks 1-2 failed (the confidence is then 0)
+    vetoed: bool = False  # a check took "verified" away (the second opinion, say)
+    confidence: float = 0.0  # the verifier's yes, as the checks after it left it
     overruled: bool = False  # the reading question overruled the yes
-    vetoed: bool = False  # the second opinion disagreed (or could not run)
-    holding: list[int] = field(default_factory=list)  # cited passages holding a clause
-    shown: list[dict[str, Any]] = field(default_factory=list)  # what the verifier read
-    answer: str = ""  # the draft without markers of passages it does not read
+    cited: tuple[int, ...] = ()  # passages the answer cites
+    holding: tuple[int, ...] = ()  # cited passages holding a clause's literals
+    shown: tuple[dict[str, Any], ...] = ()  # what the verifier read
+    answer: str = ""  # the draft without markers of passages the verifier does not read
     context: BaseMessage | None = None
 
     def band(self, case: Case) -> tuple[float, float]:
         """Check 5's band: there the yes alone decides nothing."""
         floor = case.bars.agreed if restates(case.question, case.draft) else case.bars.agreed_bare
-        threshold = self.verdict["threshold"]
-        return min(floor, threshold), max(threshold, case.bars.alone)
-
-    def refused(self) -> bool:
-        """The lexical checks already refuse the answer: a literal its passage lacks, no
-        statement the documents state, or a qualifier no cited passage names. No model
-        is asked about it, and it is not verified."""
-        return (
-            self.failed_literals
-            or not self.verdict.get("documents_say", True)
-            or bool(self.verdict.get("unnamed"))
-        )
+        return min(floor, self.threshold), max(self.threshold, case.bars.alone)
 
     def grounded(self) -> bool:
-        return (
-            not (self.refused() or self.vetoed)
-            and round(self.confidence, 4) >= self.verdict["threshold"]
-        )
+        return not (self.refused or self.vetoed) and round(self.confidence, 4) >= self.threshold
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one check found: whether it passed, the facts an explanation names, the
+    verdict fields it adds (``adds``, for the answer object; no check reads them), and
+    the ``SoFar`` fields it changes for the checks after it (``sets``). ``reason``: the
+    sentence a user reads when it fails, for a check graph/checks/explain.py has no
+    sentence of its own for."""
+
+    passed: bool
+    facts: dict[str, Any] = field(default_factory=dict)
+    adds: dict[str, Any] = field(default_factory=dict)
+    sets: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
 class Check:
-    """One check: when it applies, and what it does to the weighing."""
+    """One check: when it applies, given what the checks before it found, and what it
+    finds. Adding a check is adding one to ``CHECKS`` (docs_corpus/architecture.md,
+    "Adding an answer check")."""
 
     name: str
-    applies: Callable[[Case, Weighing], bool]
-    run: Callable[[Case, Weighing], CheckResult]
+    applies: Callable[[Case, SoFar], bool]
+    run: Callable[[Case, SoFar], Finding]
 
 
-def _literals(case: Case, w: Weighing) -> CheckResult:
+def _literals(case: Case, so_far: SoFar) -> Finding:
     """Checks 1-2 (graph/checks/citations.py): every statement cites a passage that holds
     each of its names, numbers and code tokens, and obeys no text in it."""
     check = citation_problems(
         case.draft, case.passages, extractive=case.extractive, question=case.question
     )
-    w.verdict |= {
+    failed = not case.claims or bool(check.unsupported)
+    adds = {
         "statements": len(case.claims),
         "cited": check.cited,
         "unsupported": check.unsupported,
@@ -195,35 +207,39 @@ def _literals(case: Case, w: Weighing) -> CheckResult:
         "citations_needed": check.needed,
         "obeyed_passage": any(f.startswith(FOLLOWS) for fs in check.missing.values() for f in fs),
     }
-    w.failed_literals = not case.claims or bool(check.unsupported)
-    w.holding = check.holding
+    sets: dict[str, Any] = {"cited": tuple(check.cited), "holding": tuple(check.holding)}
+    if failed:
+        sets |= {"failed_literals": True, "refused": True}
     facts = {"statements": len(case.claims), "unsupported": check.unsupported}
-    return CheckResult(check="literals", passed=not w.failed_literals, facts=facts)
+    return Finding(passed=not failed, facts=facts, adds=adds, sets=sets)
 
 
-def _planted(case: Case, w: Weighing) -> CheckResult:
+def _planted(case: Case, so_far: SoFar) -> Finding:
     """No word of the answer comes from an order to the model that some passage the
     generator read holds (a codeword, a link), cited or not: such an answer is withheld."""
     planted = planted_words(case.question, case.draft, case.passages)
-    if planted:
-        w.verdict |= {"obeyed_passage": True, "planted_words": planted}
-    return CheckResult(check="planted", passed=not planted, facts={"planted_words": planted})
+    adds = {"obeyed_passage": True, "planted_words": planted} if planted else {}
+    return Finding(passed=not planted, facts={"planted_words": planted}, adds=adds)
 
 
-def _stated(case: Case, w: Weighing) -> CheckResult:
-    """Whether the documents say the answer at all: some statement has quoted support, a
-    sentence of a passage it cites that holds its names, numbers and code tokens and
-    states something the question did not (graph/checks/support.py). An answer none of
-    whose statements any cited sentence states is not "supported but unconfirmed": the
-    documents do not say it, and it is withheld as such, with the closest passages
-    (``documents_say`` false). On the answer-page-removed dev set this told most
-    invented answers apart from right ones (docs_corpus/answering-and-verification.md)."""
-    quoted = support_for(case.draft, case.passages, case.question)
-    w.verdict["documents_say"] = bool(quoted)
-    return CheckResult(check="stated", passed=bool(quoted), facts={"quoted": len(quoted)})
+def _stated(case: Case, so_far: SoFar) -> Finding:
+    """Whether the documents state the answer, statement by statement: each statement's
+    quotes, sentences of any passage the generator read (the cited one first) that hold
+    its names, numbers and code tokens and say the rest of it (graph/checks/support.py).
+    None stated: the documents do not say it, and it is withheld as such, with the closest
+    passages (``documents_say`` false). A fact-carrying statement without a quote: the
+    answer cannot be verified, whatever the verifier reads, and no model is asked."""
+    found = statement_support(case.draft, case.passages, case.question, case.embed)
+    carrying = [s for s in found if s["facts"]]
+    unstated = not carrying or not all(s["supported"] for s in carrying)
+    adds = {"statement_support": found, "documents_say": any(s["supported"] for s in found)}
+    facts = {"stated": sum(s["supported"] for s in found), "carrying": len(carrying)}
+    return Finding(
+        passed=not unstated, facts=facts, adds=adds, sets={"refused": True} if unstated else {}
+    )
 
 
-def _qualifiers(case: Case, w: Weighing) -> CheckResult:
+def _qualifiers(case: Case, so_far: SoFar) -> Finding:
     """The passages the answer cites name what the question's ask names: its names,
     numbers, versions, options (``tools.text.qualifiers_missing``; a heading counts). Where
     the documents cover the subject but not the question, the answer is the neighbour's
@@ -232,100 +248,128 @@ def _qualifiers(case: Case, w: Weighing) -> CheckResult:
     shown, not verified."""
     text = "\n".join(  # the passages the literal check found cited
         f"{p.get('heading') or ''}\n{p['text']}"
-        for p in (case.passages[n - 1] for n in w.verdict["cited"])
+        for p in (case.passages[n - 1] for n in so_far.cited)
     )
     lacking = qualifiers_missing(case.question, text)
-    w.verdict["unnamed"] = lacking
-    return CheckResult(check="qualifiers", passed=not lacking, facts={"unnamed": lacking})
+    return Finding(
+        passed=not lacking,
+        facts={"unnamed": lacking},
+        adds={"unnamed": lacking},
+        sets={"refused": True} if lacking else {},
+    )
 
 
-def _verifier_yes(case: Case, w: Weighing) -> CheckResult:
+def _verifier_yes(case: Case, so_far: SoFar) -> Finding:
     """Check 3: the verifier model's probability of "yes" to the question-answer pair,
     read from only the cited passages that hold each clause's facts: "k is 5 and fetch_k
     is 10 [1][2]" has its numbers in [1], so [1] alone must say it; [2] beside it lets
     the small verifier take the two halves from two places and say yes to the merged
     claim. A short answer's passages are cut to the sentences its quotes come from."""
-    holding = w.holding
+    holding = list(so_far.holding)
     shown = [case.passages[n - 1] for n in holding]
     if case.extractive:
         quotes = [quote_of(clause) for claim in case.claims for clause, _ in cited_clauses(claim)]
         shown = [evidence(p, quotes) for p in shown]
-    w.shown = shown
-    w.answer = strip_markers(case.draft, set(holding)).strip()
-    w.context = context_message(shown, holding)
-    claim = prompts.VERIFY.text.format(question=case.question, answer=w.answer)
-    reading = case.judge.yes([w.context, HumanMessage(claim)], case.config)
-    w.confidence = reading.shares["yes"]
-    w.verdict["confidence_method"] = reading.method
-    facts = {"confidence": round(w.confidence, 4), "threshold": w.verdict["threshold"]}
-    passed = round(w.confidence, 4) >= w.verdict["threshold"]
-    return CheckResult(check="verifier_yes", passed=passed, facts=facts)
-
-
-def _literal_choice_applies(case: Case, w: Weighing) -> bool:
-    """A full answer the verifier said yes to, but not sure enough to skip the question."""
-    return (
-        _model_asked(case, w)
-        and not case.extractive
-        and w.verdict["threshold"] <= w.confidence < SURE_CLAIM
+    answer = strip_markers(case.draft, set(holding)).strip()
+    context = context_message(shown, holding)
+    claim = prompts.VERIFY.text.format(question=case.question, answer=answer)
+    reading = case.judge.yes([context, HumanMessage(claim)], case.config)
+    confidence = reading.shares["yes"]
+    facts = {"confidence": round(confidence, 4), "threshold": so_far.threshold}
+    return Finding(
+        passed=round(confidence, 4) >= so_far.threshold,
+        facts=facts,
+        adds={"confidence_method": reading.method},
+        sets={
+            "shown": tuple(shown),
+            "answer": answer,
+            "context": context,
+            "confidence": confidence,
+        },
     )
 
 
-def _literal_choice(case: Case, w: Weighing) -> CheckResult:
+def _literal_choice_applies(case: Case, so_far: SoFar) -> bool:
+    """A full answer the verifier said yes to, but not sure enough to skip the question,
+    to a question that asks for exactly one thing (``asks_for_one``): where the passages
+    name two valid ways ("how do I switch the generator?"), making the model pick one
+    literal refused right answers that state the other."""
+    return (
+        _model_asked(case, so_far)
+        and not case.extractive
+        and so_far.one_answer
+        and so_far.threshold <= so_far.confidence < SURE_CLAIM
+    )
+
+
+def _literal_choice(case: Case, so_far: SoFar) -> Finding:
     """Check 4 (readings.literal_choice): asked which of the passages' literals of its
     kind fills the answer's first one, left blank, the verifier must prefer the answer's
     own by ``WIN_MARGIN``, or the confidence falls to the share it gave it."""
-    assert w.context is not None
+    assert so_far.context is not None
     choice = literal_choice(
-        case.judge, case.question, w.answer, w.context, w.shown, config=case.config
+        case.judge,
+        case.question,
+        so_far.answer,
+        so_far.context,
+        list(so_far.shown),
+        config=case.config,
     )
-    w.verdict |= {"claim_confidence": round(w.confidence, 4), "literal_choice": choice}
-    w.overruled = bool(choice and choice["overruled"])
-    if choice and w.overruled:
-        w.confidence = min(w.confidence, choice["share"])
-    return CheckResult(check="literal_choice", passed=not w.overruled, facts={"choice": choice})
+    overruled = bool(choice and choice["overruled"])
+    sets: dict[str, Any] = {"overruled": overruled}
+    if choice and overruled:
+        sets["confidence"] = min(so_far.confidence, choice["share"])
+    adds = {"claim_confidence": round(so_far.confidence, 4), "literal_choice": choice}
+    return Finding(passed=not overruled, facts={"choice": choice}, adds=adds, sets=sets)
 
 
-def _in_band(case: Case, w: Weighing) -> bool:
-    low, high = w.band(case)
-    return low <= w.confidence < high and not (case.extractive or w.overruled)
+def _in_band(case: Case, so_far: SoFar) -> bool:
+    low, high = so_far.band(case)
+    return low <= so_far.confidence < high and not (case.extractive or so_far.overruled)
 
 
-def _own_answer_applies(case: Case, w: Weighing) -> bool:
+def _own_answer_applies(case: Case, so_far: SoFar) -> bool:
     """A copied draft, or a confidence in the band where the yes alone decides nothing."""
-    return _model_asked(case, w) and (case.copied or _in_band(case, w))
+    return _model_asked(case, so_far) and (case.copied or _in_band(case, so_far))
 
 
-def _own_answer(case: Case, w: Weighing) -> CheckResult:
+def _own_answer(case: Case, so_far: SoFar) -> Finding:
     """Check 5: in the band, the verifier's own answer (not shown the draft) must agree
     with the draft, sure enough, for the band's floor to suffice; otherwise its top is
     the threshold. A copied draft is that reading already: only the top suffices."""
-    low, high = w.band(case)
+    low, high = so_far.band(case)
     if case.copied:
-        w.verdict["copied"] = True
-        if _in_band(case, w):
-            w.verdict["threshold"] = high
-        passed = round(w.confidence, 4) >= w.verdict["threshold"]
-        return CheckResult(check="own_answer", passed=passed, facts={"copied": True})
+        threshold = high if _in_band(case, so_far) else so_far.threshold
+        return Finding(
+            passed=round(so_far.confidence, 4) >= threshold,
+            facts={"copied": True},
+            adds={"copied": True, "threshold": threshold},
+            sets={"threshold": threshold},
+        )
     own = own_answer(case.judge, case.question, case.passages, config=case.config)
     agrees = own_answer_agrees(case.question, case.draft, own.text)
     sure = sure_enough(own, case.bars.own_sure)
-    w.verdict["own_answer"] = {
-        "answer": own.text,
-        "agrees": agrees,
-        "found": prompts.NOT_FOUND not in own.text,
-        "sure": None if own.sure is None else round(own.sure, 4),
-        "sure_enough": sure,
+    threshold = low if agrees and sure else high
+    adds = {
+        "own_answer": {
+            "answer": own.text,
+            "agrees": agrees,
+            "found": prompts.NOT_FOUND not in own.text,
+            "sure": None if own.sure is None else round(own.sure, 4),
+            "sure_enough": sure,
+        },
+        "threshold": threshold,
     }
-    w.verdict["threshold"] = low if agrees and sure else high
-    return CheckResult(check="own_answer", passed=agrees and sure, facts={"agrees": agrees})
+    return Finding(
+        passed=agrees and sure, facts={"agrees": agrees}, adds=adds, sets={"threshold": threshold}
+    )
 
 
-def _second_opinion_applies(case: Case, w: Weighing) -> bool:
-    return case.answer_again is not None and w.grounded()
+def _second_opinion_applies(case: Case, so_far: SoFar) -> bool:
+    return case.answer_again is not None and so_far.grounded()
 
 
-def _second_opinion(case: Case, w: Weighing) -> CheckResult:
+def _second_opinion(case: Case, so_far: SoFar) -> Finding:
     """A short answer about to be verified must come back when the generator answers
     again with its passages in reverse order (keeping their numbers): an answer the
     order of the passages changes is a guess, however sure the verifier is of it."""
@@ -334,25 +378,27 @@ def _second_opinion(case: Case, w: Weighing) -> CheckResult:
     try:
         second = case.answer_again([case.passages[n - 1] for n in order], order)
     except ModelError as exc:  # an unchecked answer is not a verified one
-        w.verdict["second_opinion"] = {"error": str(exc)}
-        w.vetoed = True
-        return CheckResult(check="second_opinion", passed=False, facts={"error": str(exc)})
+        error = {"error": str(exc)}
+        return Finding(
+            passed=False, facts=error, adds={"second_opinion": error}, sets={"vetoed": True}
+        )
     agreement = round(agreement_of(case.draft, second), 4)
-    w.verdict["second_opinion"] = {
-        "answer": second,
-        "agreement": agreement,
-        "needed": SAME_ANSWER_F1,
-    }
-    w.vetoed = agreement < SAME_ANSWER_F1
-    return CheckResult(check="second_opinion", passed=not w.vetoed, facts={"agreement": agreement})
+    opinion = {"answer": second, "agreement": agreement, "needed": SAME_ANSWER_F1}
+    vetoed = agreement < SAME_ANSWER_F1
+    return Finding(
+        passed=not vetoed,
+        facts={"agreement": agreement},
+        adds={"second_opinion": opinion},
+        sets={"vetoed": True} if vetoed else {},
+    )
 
 
-def _always(case: Case, w: Weighing) -> bool:
+def _always(case: Case, so_far: SoFar) -> bool:
     return True
 
 
-def _model_asked(case: Case, w: Weighing) -> bool:
-    return not w.refused()
+def _model_asked(case: Case, so_far: SoFar) -> bool:
+    return not so_far.refused
 
 
 # The checks, in the order they run. A check runs when its ``applies`` says so, given
@@ -371,17 +417,31 @@ CHECKS: tuple[Check, ...] = (
 
 def run_checks(case: Case, checks: Sequence[Check] = CHECKS) -> Verdict:
     """The verdict on ``case.draft``: ``grounded`` (verified), ``confidence`` and what
-    each check found. Raises ModelError when the verifier model cannot answer; the
-    caller decides what an unchecked answer becomes."""
+    each check found, in order (``checks``). Raises ModelError when the verifier model
+    cannot answer; the caller decides what an unchecked answer becomes."""
     form = "phrase" if case.extractive else answer_form(case.question, case.draft)
     threshold = case.bars.phrase if form == "phrase" else case.bars.sentence
-    w = Weighing(verdict={"form": form, "threshold": threshold})
+    one = asks_for_one(case.question)
+    so_far = SoFar(threshold=threshold, one_answer=one)
+    verdict: dict[str, Any] = {"form": form, "threshold": threshold, "one_answer": one}
     results: list[CheckResult] = []
     for check in checks:
-        if check.applies(case, w):
-            results.append(check.run(case, w))
-    confidence = 0.0 if w.failed_literals else round(w.confidence, 4)
-    return Verdict(**w.verdict, grounded=w.grounded(), confidence=confidence, checks=results)  # type: ignore[typeddict-item]
+        if not check.applies(case, so_far):
+            continue
+        found = check.run(case, so_far)
+        verdict |= found.adds
+        so_far = replace(so_far, **found.sets)
+        facts = found.facts if found.reason is None else {**found.facts, "reason": found.reason}
+        results.append(CheckResult(check=check.name, passed=found.passed, facts=facts))
+    grounded = so_far.grounded()
+    if grounded:  # the verifier read these passages and confirmed the answer
+        for statement in verdict.get("statement_support") or []:
+            if statement["supported"] and {q["n"] for q in statement["quotes"]} <= set(
+                so_far.holding
+            ):
+                statement["found_by"] = sorted({*statement["found_by"], "verifier"})
+    confidence = 0.0 if so_far.failed_literals else round(so_far.confidence, 4)
+    return Verdict(**verdict, grounded=grounded, confidence=confidence, checks=results)  # type: ignore[typeddict-item]
 
 
 def verify_answer(
@@ -400,6 +460,7 @@ def verify_answer(
     extractive: bool = False,
     config: RunnableConfig | None = None,
     answer_again: AnswerAgain | None = None,
+    embed: Embed | None = None,
 ) -> Verdict:
     """``run_checks`` with its bars given one by one (the verify node, ``rag eval
     verifier`` and the model tests call it so)."""
@@ -411,7 +472,9 @@ def verify_answer(
         alone_threshold,
         own_sure,
     )
-    case = Case(judge, question, draft, passages, bars, copied, extractive, config, answer_again)
+    case = Case(
+        judge, question, draft, passages, bars, copied, extractive, config, answer_again, embed
+    )
     return run_checks(case)
 
 

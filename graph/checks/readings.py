@@ -5,6 +5,7 @@ its own answer to the question, and the generator's second answer (short answers
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from graph.checks.tuning import LETTERS, OWN_ANSWER_TOKENS, WIN_MARGIN
 from graph.context import context_message
 from tools.answer_check import FirstTokenJudge, SureReply, states, token_overlap
 from tools.text import (
+    ask_of,
     blank_out,
     flags_in,
     found_phrase,
@@ -25,6 +27,24 @@ from tools.text import (
     swappable_literals,
     tokenize,
 )
+
+# An ask for one thing: a name, a setting, a number, a time ("Which setting...", "What is
+# the default port?", "How many..."). Not "How do I...", "Why...", "What does X do?":
+# there the passages may name several valid ways, each an answer.
+_ONE_THING = re.compile(
+    r"\W*(?:which|who|whom|whose|when|how\s+(?:many|much|long|often|large|big)|"
+    r"what(?!\s+(?:do|does|did|happens?|happened|should|can|could|would|will|must)\b))\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_one(question: str) -> bool:
+    """Whether the question's ask (``ask_of``) asks for exactly one thing, so the reading
+    question (``literal_choice``) may make the verifier pick one literal. On the demo
+    question ("How do I switch the answer generator to an OpenAI-compatible server?") the
+    page names two settings, both right; the reading made the verifier pick one and the
+    right answer stating the other was shown NOT VERIFIED (issue 70)."""
+    return _ONE_THING.match(ask_of(question)) is not None
 
 
 def question_words_said(question: str, draft: str) -> set[str]:

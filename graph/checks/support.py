@@ -1,21 +1,38 @@
-"""The quoted support under each statement of an answer: the sentences of the passage
-it cites that it rests on, with where they are (file and line, or page).
+"""The support each statement of an answer has: the sentences, of every passage the
+generator read, that state it, with where they are (file and line, or page).
 
-A reader checks an answer by reading a few quoted lines, not five passages. The quote
-is what the literal check compared: for each clause, the smallest run of the cited
-passage's sentences (``tools.text.sentence_spans``) that holds all the clause's names,
-numbers and code tokens, and of those the one sharing the most of its words. A clause
-none of whose cited passages holds its literals gets no quote: the answer shows what
-the documents say, never a sentence that does not say it. No model is asked.
+A reader checks an answer by reading a few quoted lines, not five passages, and the
+label rests on them (graph/checks/judgement.py): an answer is verified only when every
+statement that carries a fact has a quote that states it. The passage the model cited is
+a hint, searched first; a sentence of another passage the generator read counts the same
+(the model cites the neighbouring passage often, and the answer is no less stated).
+
+A quote *states* a clause (``quote_states``) when it holds all the clause's names,
+numbers and code tokens (those the question did not give) and at least ``STATED_SHARE``
+of the clause's other new words, counted in the quote's parts (cut at sentence ends, ";",
+"but", "while", "whereas") that name one of its literals and no rival one: "`rag ui`
+starts the LangGraph server" is not stated by "`rag serve` starts the LangGraph server;
+`rag ui` starts the chat page", and one shared
+word is never enough. Among the quotes that state it, the embedder picks the closest
+(``found_by`` says "embedding" when it is within ``EMBEDDING_STATES``). A statement that
+only repeats the question states nothing, so nothing supports it. No model is asked
+here; the verifier's reading is added by the checks (``found_by``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Callable, Sequence
 
-from graph.results import Closest, PassageRecord, Support
+from graph.checks.tuning import EMBEDDING_STATES, STATED_SHARE
+from graph.results import Closest, PassageRecord, StatementSupport, Support
 from tools.text import (
+    MARKER,
+    MARKER_GROUP,
     claims_with_citations,
+    given_by,
+    literal_kind,
     missing_facts,
     sentence_spans,
     strip_markers,
@@ -28,36 +45,209 @@ QUOTE_CHARS = 300
 MAX_SENTENCES = 2
 # How many passages "the documents do not say" shows, best first, one sentence each.
 CLOSEST = 3
+# Where one sentence says two things of two subjects: only the parts naming no literal
+# the clause does not name say the rest of the clause.
+_PARTS = re.compile(r";|\s(?:but|while|whereas)\s|(?<=[.!?])\s+", re.IGNORECASE)
+
+# Texts to vectors (the run's embedder); an empty list when it failed: text alone ranks.
+Embed = Callable[[list[str]], list[list[float]]]
 
 
-def _best_span(clause: str, text: str, question: str = "") -> tuple[int, int] | None:
-    """The run of at most ``MAX_SENTENCES`` sentences of ``text`` that holds every literal
-    of ``clause`` the question does not hold, and shares the most of the clause's new
-    words (those the question does not hold); None when no run holds those literals or
-    none shares a new word. The question's own names and numbers need not be quoted: the
-    page is about them, and the sentence that answers rarely repeats them ("Up to ten
-    nesting levels are supported"). A statement that only repeats the question has no
-    new word, so no sentence supports it: it states no answer."""
+def plain_statement(statement: str) -> str:
+    """A statement as it is shown on its own: no markers, no space before punctuation."""
+    return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(strip_markers(statement, set()).split()))
+
+
+def _literals(clause: str, question: str) -> list[str]:
+    """The clause's names, numbers and code tokens the question did not give."""
+    return [m for m in missing_facts(clause, question) if not given_by(m, question)]
+
+
+def _words(clause: str, question: str, literals: Sequence[str]) -> set[str]:
+    """The clause's new words: stemmed, the question's and the literals' own left out."""
+    return set(tokenize(clause)) - set(tokenize(question)) - set(tokenize(" ".join(literals)))
+
+
+def quote_states(clause: str, quote: str, question: str = "") -> bool:
+    """Whether ``quote`` states ``clause`` by its text (the module's rule). Where the
+    quote says several things (parts cut at sentence ends, ";", "but", "while",
+    "whereas"), only the parts naming one of the clause's literals count, and of those not
+    one that names another literal of a kind where it lacks the clause's own ("`rag
+    serve`" where the clause names "`rag ui`", "Alice" where it names "Bob"): it is
+    about something else."""
+    literals = _literals(clause, question)
+    if missing_facts(clause, f"{quote}\n{question}"):
+        return False
+    words = _words(clause, question, literals)
+    if not words:
+        return bool(literals)  # a literal is news; the question's words alone are not
+    parts = _PARTS.split(quote)
+    if len(parts) > 1 and literals:  # the parts saying something of the clause's literals
+        parts = [
+            p
+            for p in parts
+            if _names_one(p, literals) and not _elsewhere(p, literals, f"{clause}\n{question}")
+        ]
+    said = set(tokenize(" ".join(parts)))
+    return len(words & said) >= math.ceil(STATED_SHARE * len(words))
+
+
+def _names_one(part: str, literals: Sequence[str]) -> bool:
+    return any(not missing_facts(f"`{x}`", part) for x in literals)
+
+
+def _elsewhere(part: str, literals: Sequence[str], said: str) -> bool:
+    """Whether ``part`` is about another subject than the clause whose ``literals`` (and
+    text, ``said``) are given: it names a literal ``said`` lacks, of a kind of which it
+    lacks one of the clause's."""
+    lacking = {literal_kind(x) for x in literals if missing_facts(f"`{x}`", part)}
+    return any(literal_kind(x) in lacking for x in missing_facts(part, said))
+
+
+def _holds_literals(clause: str, quote: str, question: str) -> bool:
+    return not missing_facts(clause, f"{quote}\n{question}")
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """Runs of one to ``MAX_SENTENCES`` adjacent sentences, the shortest first."""
     spans = sentence_spans(text)
-    new = set(tokenize(clause)) - set(tokenize(question))
-    # a literal the question lacks is news even when its words are the question's own
-    # ("dhcp-ddns" where the question names kea-dhcp-ddns)
-    news = len(missing_facts(clause, question)) if question else 0
-    best: tuple[int, tuple[int, int]] | None = None
-    for size in range(1, MAX_SENTENCES + 1):
-        for i in range(len(spans) - size + 1):
-            start, end = spans[i][0], spans[i + size - 1][1]
-            quote = text[start:end]
-            if missing_facts(clause, f"{quote}\n{question}"):
+    return [
+        (spans[i][0], spans[i + size - 1][1])
+        for size in range(1, MAX_SENTENCES + 1)
+        for i in range(len(spans) - size + 1)
+    ]
+
+
+def _candidates(
+    clause: str, passages: Sequence[PassageRecord], order: Sequence[int], question: str
+) -> list[tuple[int, tuple[int, int]]]:
+    """Every (passage, span) holding all the clause's literals, cited passages first."""
+    return [
+        (n, span)
+        for n in order
+        for span in _spans(passages[n - 1]["text"])
+        if _holds_literals(clause, passages[n - 1]["text"][span[0] : span[1]], question)
+    ]
+
+
+def _support(statement: str, n: int, passage: PassageRecord, span: tuple[int, int]) -> Support:
+    return Support(
+        statement=statement,
+        n=n,
+        source=passage["source"],
+        page=passage.get("page"),
+        line=line_at(passage, span[0]),
+        quote=_quoted(passage["text"][span[0] : span[1]]),
+    )
+
+
+def statement_support(
+    answer: str,
+    passages: Sequence[PassageRecord],
+    question: str = "",
+    embed: Embed | None = None,
+) -> list[StatementSupport]:
+    """Each statement of ``answer`` with the quotes that state it, one per clause, found
+    in the passage it cites or, failing that, in any other passage the generator read;
+    ``supported`` when every clause has one. ``facts``: it says something the question did
+    not (a statement that only repeats the question carries no fact)."""
+    out: list[StatementSupport] = []
+    valid = range(1, len(passages) + 1)
+    for claim, clauses in claims_with_citations(answer):
+        said = plain_statement(claim)
+        quotes: list[Support] = []
+        found_by: set[str] = set()
+        facts = False
+        for clause, numbers in clauses:
+            literals = _literals(clause, question)
+            facts = facts or bool(literals or _words(clause, question, literals))
+            hint = [n for n in numbers if n in valid]
+            order = [*hint, *(n for n in valid if n not in hint)]
+            found = _best(clause, passages, order, question, embed)
+            if found is None:
                 continue
-            shared = news + len(new & set(tokenize(quote)))
-            if best is None or shared > best[0]:
-                best = (shared, (start, end))
-        if best is not None and best[0] > 0:
-            break  # the fewest sentences that hold it
-    if best is None or best[0] == 0:
+            n, span, how = found
+            quotes.append(_support(said, n, passages[n - 1], span))
+            found_by.update(how)
+        supported = facts and len(quotes) == len(clauses)
+        out.append(
+            StatementSupport(
+                statement=said,
+                cited=sorted({n for _, ns in clauses for n in ns if n in valid}),
+                facts=facts,
+                supported=supported,
+                found_by=sorted(found_by) if supported else [],
+                quotes=quotes if supported else [],
+            )
+        )
+    return out
+
+
+def _best(
+    clause: str,
+    passages: Sequence[PassageRecord],
+    order: Sequence[int],
+    question: str,
+    embed: Embed | None,
+) -> tuple[int, tuple[int, int], list[str]] | None:
+    """Of the spans that state ``clause`` by its text, the one the embedder puts closest
+    to it (without an embedder, the one sharing the most of its words; among equals, the
+    first: cited passages, one sentence). The embedder ranks, it never decides: "X reached
+    the final" is as close to "X won the final" as the true sentence. ``found_by`` names
+    it when it puts the quote within ``EMBEDDING_STATES``. None when nothing states it."""
+    stated = [
+        (n, span)
+        for n, span in _candidates(clause, passages, order, question)
+        if quote_states(clause, passages[n - 1]["text"][span[0] : span[1]], question)
+    ]
+    if not stated:
         return None
-    return best[1]
+    texts = [passages[n - 1]["text"][a:b] for n, (a, b) in stated]
+    vectors = embed([strip_markers(clause, set()), *texts]) if embed else []
+    if not vectors:  # no embedder, or it failed: the most words shared
+        words = _words(clause, question, _literals(clause, question))
+        best = max(range(len(texts)), key=lambda i: len(words & set(tokenize(texts[i]))))
+        return *stated[best], ["text"]
+    scores = [_cosine(vectors[0], v) for v in vectors[1:]]
+    best = max(range(len(scores)), key=scores.__getitem__)
+    return *stated[best], ["text", *(["embedding"] if scores[best] >= EMBEDDING_STATES else [])]
+
+
+def recited(draft: str, found: Sequence[StatementSupport]) -> str:
+    """``draft`` with each supported statement of one clause citing the passages its
+    quotes are in, where the model cited others: the markers a reader follows are the
+    ones the service found, the model's were a hint. ``found`` is
+    ``statement_support(draft, ...)``, statement for statement."""
+    for (claim, clauses), support in zip(claims_with_citations(draft), found, strict=False):
+        homes = list(dict.fromkeys(q["n"] for q in support["quotes"]))
+        groups = list(MARKER_GROUP.finditer(claim))
+        if not (support["supported"] and len(clauses) == 1 and groups):
+            continue
+        if homes == list(dict.fromkeys(int(m) for m in MARKER.findall(claim))):
+            continue
+        markers = "".join(f"[{n}]" for n in homes)
+        rest = MARKER_GROUP.sub("", claim[groups[0].end() :])
+        draft = draft.replace(claim, claim[: groups[0].start()] + markers + rest, 1)
+    return draft
+
+
+def renumbered(found: Sequence[StatementSupport], new_of: dict[int, int]) -> list[StatementSupport]:
+    """``found`` with its passage numbers written as ``new_of`` says (the answer object
+    numbers passages in the order the answer cites them)."""
+    return [
+        {
+            **s,
+            "cited": sorted(new_of.get(n, n) for n in s["cited"]),
+            "quotes": [{**q, "n": new_of.get(q["n"], q["n"])} for q in s["quotes"]],
+        }
+        for s in found
+    ]
 
 
 def line_at(passage: PassageRecord, offset: int) -> int | None:
@@ -73,35 +263,6 @@ def line_at(passage: PassageRecord, offset: int) -> int | None:
 def _quoted(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
-
-
-def support_for(
-    answer: str, passages: Sequence[PassageRecord], question: str = ""
-) -> list[Support]:
-    """Each cited clause of ``answer`` with the quote of the first passage it cites that
-    holds it, in the answer's order."""
-    out: list[Support] = []
-    for claim, clauses in claims_with_citations(answer):
-        for clause, numbers in clauses:
-            for n in numbers:
-                if not 1 <= n <= len(passages):
-                    continue
-                passage = passages[n - 1]
-                span = _best_span(clause, passage["text"], question)
-                if span is None:
-                    continue
-                out.append(
-                    Support(
-                        statement=" ".join(strip_markers(claim, set()).split()),
-                        n=n,
-                        source=passage["source"],
-                        page=passage.get("page"),
-                        line=line_at(passage, span[0]),
-                        quote=_quoted(passage["text"][span[0] : span[1]]),
-                    )
-                )
-                break
-    return out
 
 
 def where(passage: PassageRecord, line: int | None = None) -> str:

@@ -199,11 +199,15 @@ function newTurn(question) {
 }
 
 // --- an answered exchange ---------------------------------------------------------------
+// Everything about the label comes from the answer object's `judgement` (built once by the
+// server, graph/checks/judgement.py): the page renders it and never works it out again.
 function showExchange(box, answer, ex) {
+  const judgement = ex.judgement || {};
   answer.replaceChildren();
-  renderAnswer(answer, ex.answer, ex.passages, ex.verdict.unsupported || [], ex.support || []);
+  const shown = judgement.outcome === "verified" || judgement.outcome === "not_verified";
+  renderMarkdown(answer, ex.answer, ex.passages, shown ? judgement.statements || [] : []);
   box.append(verdictLine(ex));
-  if ((ex.support || []).length) box.append(supportList(ex, ex.support, "support"));
+  if (shown && (judgement.statements || []).length) box.append(statementList(ex, judgement));
   if ((ex.closest || []).length) {
     box.append(el("div", { class: "muted" }, "Closest passages (none states the answer):"),
       supportList(ex, ex.closest, "closest"));
@@ -222,53 +226,175 @@ function showExchange(box, answer, ex) {
   );
 }
 
+// All the quotes of an exchange: what a citation's passage highlights.
+const quotesOf = (ex) => ((ex.judgement || {}).statements || []).flatMap((s) => s.quotes);
+
 // The quoted lines each statement rests on, or the sentences nearest the question when
 // the documents do not say (graph/checks/support.py), under the answer.
 function supportList(ex, items, testid) {
   const list = el("ul", { class: "support", "data-testid": testid });
-  for (const item of items) {
-    const passage = ex.passages[item.n - 1];
-    const row = el("li", {});
-    // `where` is written by the server (graph/checks/support.py), as `rag ask` prints it
-    if (passage) row.append(passageLink(passage, ex.support));
-    row.append(` ${item.where}: `, el("q", {}, item.quote));
-    list.append(row);
+  for (const item of items) list.append(quoteRow(ex, item));
+  return list;
+}
+
+function quoteRow(ex, item) {
+  const passage = ex.passages[item.n - 1];
+  const row = el("li", {});
+  // `where` is written by the server (graph/checks/support.py), as `rag ask` prints it
+  if (passage) row.append(passageLink(passage, quotesOf(ex)));
+  row.append(` ${item.where}: `, el("q", {}, item.quote));
+  return row;
+}
+
+// Each statement of the answer with its quotes, or, for one that carries a fact and has
+// none, that no passage states it.
+function statementList(ex, judgement) {
+  const list = el("ul", { class: "support", "data-testid": "support" });
+  for (const s of judgement.statements) {
+    for (const q of s.quotes) list.append(quoteRow(ex, q));
+    if (s.facts && !s.supported) {
+      list.append(el("li", { class: "unsupported", "data-testid": "unsupported" },
+        `“${s.statement}”: no passage states it`));
+    }
   }
   return list;
 }
 
-function renderAnswer(container, text, passages, unsupported, support) {
-  const ranges = [];
-  for (const statement of unsupported) {
-    const at = text.indexOf(statement);
-    if (at >= 0) ranges.push([at, at + statement.length]);
+// --- the answer's Markdown, rendered safely ------------------------------------------
+// Blocks (fenced code, headings, list items, paragraphs) and inline code, bold and [n]
+// citations become elements whose text is set as text: nothing from the server is ever
+// parsed as HTML. Each statement is marked: supported (its quotes in the tooltip) or
+// not supported.
+function renderMarkdown(container, text, passages, statements) {
+  const ranges = statementRanges(text, statements);
+  const lines = text.split("\n");
+  let offset = 0;
+  let list = null;
+  let i = 0;
+  const lineStart = [];
+  for (const line of lines) {
+    lineStart.push(offset);
+    offset += line.length + 1;
   }
-  ranges.sort((a, b) => a[0] - b[0]);
-  let pos = 0;
-  for (const [start, end] of ranges) {
-    if (start < pos) continue;
-    appendCited(container, text.slice(pos, start), passages);
-    const mark = el("mark", { class: "unsupported", title: "not supported by the passages" });
-    appendCited(mark, text.slice(start, end), passages, support);
-    container.append(mark);
-    pos = end;
+  while (i < lines.length) {
+    const line = lines[i];
+    const fence = /^\s{0,3}(`{3,}|~{3,})\s*([\w+-]*)/.exec(line);
+    if (fence) {
+      const body = [];
+      i += 1;
+      while (i < lines.length && !lines[i].trimStart().startsWith(fence[1])) body.push(lines[i++]);
+      i += 1; // the closing fence
+      const code = el("code", fence[2] ? { class: `language-${fence[2]}` } : {}, body.join("\n"));
+      container.append(el("pre", { class: "code" }, code));
+      list = null;
+      continue;
+    }
+    const item = /^(\s*)([-*+]|\d{1,3}[.)])\s+/.exec(line);
+    const heading = /^\s{0,3}(#{1,6})\s+/.exec(line);
+    if (item) {
+      const ordered = /\d/.test(item[2]);
+      if (!list || list.ordered !== ordered) {
+        list = { ordered, node: el(ordered ? "ol" : "ul", {}) };
+        container.append(list.node);
+      }
+      const li = el("li", {});
+      appendInline(li, text, lineStart[i] + item[0].length, lineStart[i] + line.length,
+        passages, statements, ranges);
+      list.node.append(li);
+    } else if (heading) {
+      const h = el(`h${Math.min(heading[1].length + 2, 6)}`, {});
+      appendInline(h, text, lineStart[i] + heading[0].length, lineStart[i] + line.length,
+        passages, statements, ranges);
+      container.append(h);
+      list = null;
+    } else if (line.trim()) {
+      // a paragraph: this line and the next plain ones
+      let end = i;
+      while (end + 1 < lines.length && lines[end + 1].trim() &&
+        !/^(\s*([-*+]|\d{1,3}[.)])\s+|\s{0,3}(#{1,6}\s|`{3,}|~{3,}))/.test(lines[end + 1])) end++;
+      const para = el("p", {});
+      appendInline(para, text, lineStart[i], lineStart[end] + lines[end].length,
+        passages, statements, ranges);
+      container.append(para);
+      i = end;
+      list = null;
+    } else {
+      list = null;
+    }
+    i += 1;
   }
-  appendCited(container, text.slice(pos), passages, support);
 }
 
-function appendCited(host, text, passages, support) {
-  text.split(/\[(\d{1,3})\]/).forEach((part, i) => {
-    if (i % 2 === 0) {
-      if (part) host.append(part);
-      return;
-    }
-    const passage = passages[Number(part) - 1];
-    if (!passage) {
-      host.append(`[${part}]`);
-      return;
-    }
-    host.append(passageLink(passage, support));
+// Where each statement is in the answer's text: its characters in order, with any
+// spacing and citation markers between them (the statement is written without markers).
+function statementRanges(text, statements) {
+  const ranges = [];
+  let from = 0;
+  statements.forEach((s, index) => {
+    const chars = [...s.statement.replace(/\s+/g, "")];
+    if (!chars.length) return;
+    const pattern = new RegExp(chars.map((c) => c.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+      .join("(?:\\s|\\[\\d{1,3}\\])*"), "g");
+    pattern.lastIndex = from;
+    const found = pattern.exec(text);
+    if (!found) return;
+    ranges.push([found.index, found.index + found[0].length, index]);
+    from = found.index + found[0].length;
   });
+  return ranges;
+}
+
+const INLINE = /(`+)([^`]+?)\1|\*\*([^*]+)\*\*|\[(\d{1,3})\]/g;
+
+// The inline Markdown of text[start, end) into host, each piece inside the mark of the
+// statement it belongs to.
+function appendInline(host, text, start, end, passages, statements, ranges) {
+  const pieces = []; // [start, node]
+  const plain = (a, b) => {
+    // plain text, cut where a statement starts or ends
+    const cuts = [a, b];
+    for (const [s, e] of ranges) for (const x of [s, e]) if (x > a && x < b) cuts.push(x);
+    cuts.sort((x, y) => x - y);
+    for (let k = 0; k + 1 < cuts.length; k++) {
+      if (cuts[k + 1] > cuts[k]) pieces.push([cuts[k], document.createTextNode(text.slice(cuts[k], cuts[k + 1]))]);
+    }
+  };
+  const segment = text.slice(start, end);
+  let last = 0;
+  for (const m of segment.matchAll(INLINE)) {
+    plain(start + last, start + m.index);
+    let node;
+    if (m[2] !== undefined) node = el("code", {}, m[2]);
+    else if (m[3] !== undefined) node = el("strong", {}, m[3]);
+    else {
+      const passage = passages[Number(m[4]) - 1];
+      node = passage ? passageLink(passage, statements.flatMap((s) => s.quotes)) : document.createTextNode(m[0]);
+    }
+    pieces.push([start + m.index, node]);
+    last = m.index + m[0].length;
+  }
+  plain(start + last, end);
+  let mark = null;
+  let markIndex = -1;
+  for (const [at, node] of pieces) {
+    const range = ranges.find(([s, e]) => at >= s && at < e);
+    if (!range) {
+      mark = null;
+      host.append(node);
+      continue;
+    }
+    if (!mark || markIndex !== range[2]) {
+      const s = statements[range[2]];
+      const supported = s.supported || !s.facts;
+      const title = s.quotes.length ? s.quotes.map((q) => `“${q.quote}” (${q.where || q.source})`).join("\n")
+        : supported ? "" : "no passage states this";
+      mark = el("mark", { class: supported ? "stated" : "unsupported", title,
+        "data-testid": supported ? "stated" : "unsupported-statement" });
+      markIndex = range[2];
+      host.append(mark);
+    }
+    mark.append(node);
+  }
 }
 
 function passageLink(passage, support) {
@@ -316,26 +442,25 @@ function showPassage(p, support) {
 
 function verdictLine(ex) {
   const v = ex.verdict || {};
+  const judgement = ex.judgement || {};
   const line = el("div", { class: "verdict", "data-testid": "verdict" });
-  if (ex.outcome === "not_in_documents") {
-    line.append(el("span", { class: "badge neutral" }, "the documents do not say"));
-  } else if (ex.abstained) {
-    line.append(el("span", { class: "badge neutral" }, "abstained"));
-  }
   // the checks' readings (confidence, threshold) are in the badge's tooltip only
   const readings = `confidence ${fmt(v.confidence)}, threshold ${fmt(v.threshold)}`;
-  if (ex.abstained) {
-    // withheld: nothing to verify
-  } else if (v.grounded === true) {
+  const outcome = judgement.outcome;
+  if (outcome === "not_in_documents") {
+    line.append(el("span", { class: "badge neutral" }, "the documents do not say"));
+  } else if (outcome === "abstained") {
+    line.append(el("span", { class: "badge neutral" }, "abstained"));
+  } else if (outcome === "verified") {
     line.append(el("span", { class: "badge ok", title: readings }, "verified"),
       " the quoted lines state this answer");
-  } else if (v.confidence !== undefined) {
+  } else if (outcome === "not_verified") {
     line.append(el("span", { class: "badge bad", title: readings }, "not verified"));
     // the sentence `rag ask` prints after NOT VERIFIED, written once by the server
     if (ex.reason) line.append(el("div", { "data-testid": "reason" }, ex.reason));
-    if ((v.unsupported || []).length) {
-      line.append(el("div", {}, "Statements the cited passages do not support (highlighted):"),
-        el("ul", {}, ...v.unsupported.map((s) => el("li", {}, s))));
+    if ((judgement.unsupported || []).length) {
+      line.append(el("div", {}, "Statements no passage states (highlighted):"),
+        el("ul", {}, ...judgement.unsupported.map((s) => el("li", {}, s))));
     }
   } else {
     line.append(el("span", { class: "badge neutral" }, "not checked"));

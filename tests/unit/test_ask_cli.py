@@ -255,8 +255,8 @@ def test_a_missing_literal_is_told_with_the_statement_and_its_source():
     statement = "Open the chat page with `rag chat` [1]."
     verdict = {"missing": {statement: ["rag chat"]}, "unsupported": [statement], "cited": [1]}
     assert reason(verdict, PASSAGES) == (
-        "[1] (docs/server.md, lines 10-11) does not say rag chat, which the answer states: "
-        '"Open the chat page with `rag chat`."'
+        '"Open the chat page with `rag chat`." names rag chat, which [1] (docs/server.md, '
+        'lines 10-11) does not name. It says: "Open the chat page with `rag ui`."'
     )
     uncited = "It also runs on Windows."
     verdict = {"missing": {uncited: ["cites no passage"]}, "unsupported": [uncited]}
@@ -288,11 +288,13 @@ def test_the_cli_and_the_chat_page_give_the_same_reason(capsys):
         "threshold": 0.62,
         "literal_choice": {**choice, "overruled": True},
     }
+    judgement = {"outcome": "not_verified", "reason": "Why.", "statements": []}
     state = {"answer": "Run rag ui [1].", "abstained": False, "verdict": verdict}
+    state["judgement"] = judgement
     print_answer({**state, "references": ["[1] a.md"], "streamed": ""})
     printed = capsys.readouterr().out
     assert f"NOT VERIFIED: {_reason(state)}" in printed
-    assert _reason({**state, "verdict": {**verdict, "grounded": True}}) == ""
+    assert _reason({**state, "judgement": {**judgement, "outcome": "verified"}}) == ""
 
 
 def test_the_documents_do_not_say_shows_the_closest_passages(corpus_env, models, capsys):

@@ -385,9 +385,14 @@ def test_an_uncited_statement_a_passage_holds_is_cited_to_it_and_checked(corpus_
 
 
 def test_a_citation_closing_a_paragraph_covers_the_sentences_before_it(corpus_env, models):
-    models.answer = "Run make demo to install the service. It builds the index [1]."
+    models.answer = "Run make demo to install the service. It takes 4 minutes [1]."
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["verdict"]["unsupported"] == [] and out["outcome"] == "verified"
+    # a statement no passage states is named, and the answer is not verified
+    models.answer = "Run make demo to install the service. It builds the index [1]."
+    out = ask(models, "How do I install the service?", {"max_regenerations": 0})
+    assert out["outcome"] == "not_verified"
+    assert out["judgement"]["unsupported"] == ["It builds the index."]
     models.answer = "Run `make setup` to install the service. It takes 4 minutes [1]."
     out = ask(models, "How do I install the service?", {"max_regenerations": 0})
     assert out["outcome"] == "not_verified", out["verdict"]  # still checked against [1]

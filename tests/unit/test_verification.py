@@ -138,7 +138,8 @@ def test_the_first_literal_with_a_rival_that_the_question_does_not_name_is_asked
     (ask,) = asked(model)
     assert "answer, with one part left blank: ___ starts the LangGraph server (port 8123)" in ask
     model = reader("rag serve", "8123")
-    verify_roles(model, "`rag serve` listens on port 8123 [1].", "Which port does `rag serve` use?")
+    answer = "`rag serve` starts the LangGraph server on port 8123 [1]."
+    verify_roles(model, answer, "Which port does `rag serve` use?")
     (ask,) = asked(model)
     assert "A. 8123\nB. 8501" in ask and "on port ___ [1]" in ask
 
@@ -179,8 +180,8 @@ def test_a_flag_named_only_inside_a_command_is_a_rival_of_a_flag():
     model = reader("--port")
     verdict = verify_answer(
         FirstTokenJudge(model, retries=0),
-        "How do I run the chat page on another port?",
-        "Pass `--host` to `rag ui` [1].",
+        "Which flag runs the chat page on another port?",
+        "`rag ui` serves the page on another port with `--host` [1].",
         [asdict(Passage(passage, "ui.md", ["u"], 0.0, 0.0))],
         threshold=0.6,
         phrase_threshold=0.6,
