@@ -283,3 +283,14 @@ def test_verbose_shows_each_steps_tokens_read_reused_and_generated():
         "total: 3 calls, read 800 (250 reused + 550 computed), generated 21, 4.75 s "
         "(1 without token counts)",
     ]
+
+
+def test_rag_ask_verbose_prints_the_calls_per_step(corpus_env, models, capsys):
+    from rag_cli.main import main
+
+    question = ["ask", "How do I install the service?", "--set", "max_regenerations=0"]
+    assert main([*question, "--verbose"], services=models.services) == 0
+    out = capsys.readouterr().out
+    assert "model calls, tokens read (reused from the cache + computed) and generated:" in out
+    assert "  generate_answer: 1 call, read 0 (0 reused + 0 computed)" in out  # fakes: no usage
+    assert "  total: " in out
