@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from graph.checks.tuning import EMBEDDING_STATES, STATED_SHARE
+from graph.checks.tuning import EMBEDDING_STATES, LIGHT_WORDS, STATED_SHARE
 from graph.results import Closest, PassageRecord, StatementSupport, Support
 from tools.text import (
     MARKER,
@@ -64,8 +64,10 @@ def _literals(clause: str, question: str) -> list[str]:
 
 
 def _words(clause: str, question: str, literals: Sequence[str]) -> set[str]:
-    """The clause's new words: stemmed, the question's and the literals' own left out."""
-    return set(tokenize(clause)) - set(tokenize(question)) - set(tokenize(" ".join(literals)))
+    """The clause's new words: stemmed, the question's, the literals' own and the light
+    words (``LIGHT_WORDS``) left out."""
+    given = set(tokenize(question)) | set(tokenize(" ".join(literals))) | LIGHT_WORDS
+    return set(tokenize(clause)) - given
 
 
 def quote_states(clause: str, quote: str, question: str = "") -> bool:

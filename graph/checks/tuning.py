@@ -51,3 +51,11 @@ STATED_SHARE = 0.6
 # having found the quote too. It never decides alone: the field notes measured a true
 # claim and one with a wrong number both at about 0.78.
 EMBEDDING_STATES = 0.8
+
+# Words an answer adds around what it states, which carry none of it ("We start it using
+# systemctl" where the page shows "systemctl start"): a statement's new words a quote must
+# hold are counted without them (stemmed, as tools.text.tokenize writes them). Kea dev:
+# "using" alone withheld a right answer whose quote was the command itself.
+LIGHT_WORDS = frozenset(
+    "use also need make allow way simpli via get let abl possibl provid specifi".split()
+)

@@ -33,6 +33,12 @@ def test_a_quote_states_a_statement_only_with_its_literals_and_its_relation():
     assert not quote_states("The server restarts itself every night", SERVER)
 
 
+def test_light_words_around_a_statement_need_no_quote():
+    question = "Which systemd service do we start to run the DHCPv4 server?"
+    answer = "We start the isc-kea-dhcp4-server service using systemctl."
+    assert quote_states(answer, "# systemctl start isc-kea-dhcp4-server", question)
+
+
 def test_support_is_found_in_any_passage_the_generator_read_and_re_cited_there():
     answer = "The server listens on port 8123 [1]."  # the model cited the wrong passage
     found = statement_support(answer, PASSAGES, "Which port does the server use?")
