@@ -125,16 +125,50 @@ def test_the_verdict_line_says_why_an_answer_is_not_verified(ui, browser):
         {**base, "second_opinion": second},
         {**base, "literal_choice": tie},
     ):
-        state = {"verdict": verdict, "outcome": "not_verified"}
-        state["reason"] = reason(verdict, passages)
-        said = _reason(state)
+        judgement = {"outcome": "not_verified", "reason": reason(verdict, passages)}
+        said = _reason({"verdict": verdict, "judgement": judgement})
         assert said.endswith("Read the quoted lines before relying on it.")
         assert "0.2" not in said and "0.62" not in said and "confidence" not in said
-        text = page.evaluate(line, {"verdict": verdict, "reason": said})
+        text = page.evaluate(line, {"verdict": verdict, "reason": said, "judgement": judgement})
         assert text == f"not verified{said}", text
-    assert page.evaluate(line, {"verdict": {"grounded": True, "confidence": 0.7}}) == (
+    verified = {"verdict": {"grounded": True, "confidence": 0.7}}
+    assert page.evaluate(line, {**verified, "judgement": {"outcome": "verified"}}) == (
         "verified the quoted lines state this answer"
     )
+
+
+def test_the_answer_markdown_is_rendered_as_elements_with_its_statements_marked(ui, browser):
+    """Code blocks are code, not raw fences; nothing is parsed as HTML; each statement is
+    marked, an unsupported one apart, with its quotes in the tooltip (issue 70)."""
+    page = browser.new_page(viewport={"width": 1000, "height": 600})
+    page.goto(f"{ui['url']}/?token={ui['token']}")
+    answer = (
+        "Run this [1]:\n\n```bash\nrag ingest docs --prune\n```\n\n"
+        "It deletes <b>nothing</b> else [1]."
+    )
+    quote = {"n": 1, "quote": "Run rag ingest --prune.", "where": "ingest.md, line 3"}
+    statements = [
+        {"statement": "Run this:", "facts": True, "supported": True, "quotes": [quote]},
+        {
+            "statement": "It deletes <b>nothing</b> else.",
+            "facts": True,
+            "supported": False,
+            "quotes": [],
+        },
+    ]
+    passages = [{"n": 1, "location": "ingest.md, lines 1-4", "text": "Run rag ingest --prune."}]
+    html = page.evaluate(
+        "([t, p, s]) => { const d = document.createElement('div'); renderMarkdown(d, t, p, s);"
+        " document.getElementById('turns').append(d); return d.innerHTML; }",
+        [answer, passages, statements],
+    )
+    assert "```" not in html and "<pre" in html and "rag ingest docs --prune" in html
+    assert "<b>" not in html and "&lt;b&gt;nothing&lt;/b&gt;" in html  # text, never HTML
+    assert 'class="stated"' in html and 'class="unsupported"' in html
+    assert "Run rag ingest --prune." in html  # the quote, in the statement's tooltip
+    shot = artifacts() / "ui-markdown-statements.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 5_000
 
 
 def test_an_opened_citation_highlights_its_quoted_support(ui, browser):
