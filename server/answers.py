@@ -22,7 +22,7 @@ import asyncio
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -31,11 +31,11 @@ from typing_extensions import TypedDict
 from graph.configuration import AUTH_USER_KEY, SETTINGS_KEY, AccessRefused, run_settings
 from graph.results import Citation, Closest, Outcome, Support
 from graph.services import Services
+from server.api_keys import API_KEY_HEADER
 from tools.config import REQUEST_SETTINGS, ConfigError, Settings, readable_collections
 from tools.store.collection import list_collections
 
 GRAPH_ID = "rag"  # the assistant `rag serve` serves (rag_cli/serve_cmd.py names the graph so)
-API_KEY_HEADER = "x-api-key"
 RUN_GONE_S = 5  # how long a run whose client went away has to stop before it is cancelled
 # what a client reads as the outcome: the product's words for graph/results.py's Outcome
 OUTCOME_WORDS: dict[str, str] = {
@@ -44,7 +44,6 @@ OUTCOME_WORDS: dict[str, str] = {
     "not_in_documents": "the documents do not say",
     "abstained": "abstained",
 }
-Role = Literal["user", "assistant"]
 
 
 def _question_settings() -> type[BaseModel]:
@@ -228,8 +227,7 @@ class ServerAsker:
                     final = data
                 elif kind == "error":
                     message = data.get("message") if isinstance(data, dict) else data
-                    status = 404 if "unknown collection" in str(message) else 502
-                    raise Refused(status, f"the run failed: {message}")
+                    raise Refused(502, f"the run failed: {message}")
         finally:
             await response.aclose()  # a client gone mid-run: the run is cancelled
         yield reply_of(final)
@@ -255,7 +253,7 @@ async def _asgi_post(
             (b"host", b"127.0.0.1"),
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
-            *((k.encode(), v.encode("latin-1")) for k, v in headers.items()),
+            *((k.lower().encode(), v.encode("latin-1")) for k, v in headers.items()),
         ],
         "client": ("127.0.0.1", 0),
         "server": ("127.0.0.1", 80),
@@ -345,7 +343,7 @@ class LocalAsker:
         settings = client_settings(self.base, None, ask.settings)
         open_collection(settings, None)
         inputs = {"question": ask.question, "messages": ask.history}
-        config = config_for(**settings.model_dump())
+        config = config_for(settings)
         app = build_graph()
         try:
             out = await anyio.to_thread.run_sync(

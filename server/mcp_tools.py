@@ -46,6 +46,7 @@ from server.answers import (
 )
 from server.search import Hit, search
 from tools.config import Settings
+from tools.errors import ModelError
 
 INSTRUCTIONS = (
     "Answers questions from the operator's document collections with citations. "
@@ -126,9 +127,14 @@ def build_mcp(caller_of: Callable[[Context], Caller]) -> MCPServer:
                 caller.base, caller.client, {n: v for n, v in overrides.items() if v is not None}
             )
             open_collection(chosen, caller.client)
+            if not query.strip() or len(query) > chosen.max_question_chars:
+                raise Refused(422, f"'query' must be 1 to {chosen.max_question_chars} characters")
         except Refused as exc:
             raise _fail(exc) from None
-        hits = await anyio.to_thread.run_sync(search, chosen, caller.services, query)
+        try:
+            hits = await anyio.to_thread.run_sync(search, chosen, caller.services, query)
+        except (ModelError, ValueError) as exc:  # the embedder failed; a mismatched collection
+            raise ToolError(f"search failed: {exc}") from None
         found = Found(collection=chosen.collection, passages=hits)
         text = "\n\n".join(f"[{h['n']}] {h['location']}\n{h['text']}" for h in hits)
         return CallToolResult(

@@ -80,15 +80,9 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status)
 
 
-def _client(request: Request) -> tuple[str, str]:
-    """(the caller's key, its client name); the door has refused a wrong key already."""
-    key = key_of(request.headers)
-    return key, client_of(load_settings(), key) or "anyone"
-
-
 async def list_models(request: Request) -> Response:
-    """One model per collection the caller may read."""
-    _, client = _client(request)
+    """One model per collection the caller may read (the door refused a wrong key)."""
+    client = client_of(load_settings(), key_of(request.headers)) or "anyone"
     names = await run_in_threadpool(known_collections, load_settings(), client)
     data = [{"id": n, "object": "model", "created": 0, "owned_by": OWNER} for n in names]
     return JSONResponse({"object": "list", "data": data})
@@ -154,8 +148,7 @@ async def chat_completions(request: Request) -> Response:
         return error(400, str(exc))
     except Refused as exc:
         return error(exc.status, exc.detail)
-    key, _ = _client(request)
-    events = ServerAsker(key, request.scope["app"]).events(ask)
+    events = ServerAsker(key_of(request.headers), request.scope["app"]).events(ask)
     try:  # the run's first event: a refusal (key, collection, quota) is an HTTP error
         first = await anext(events)
     except Refused as exc:
