@@ -40,8 +40,11 @@ def workspace(tmp_path_factory):
     shutil.copytree(REPO / "docs_corpus", root / "docs_corpus")
     for name in (".venv", "scripts"):  # `.venv/bin/python scripts/...` as from the repo
         (root / name).symlink_to(REPO / name)
-    # one attempt per answer: an example's run is checked for working, not for its words
-    env = smollm2_env(root / ".rag", max_regenerations="0", second_look="false")
+    # one attempt per answer: an example's run is checked for working, not for its words;
+    # a generous model deadline (a loaded 2-core machine took SmolLM2 past the default 180 s)
+    env = smollm2_env(
+        root / ".rag", max_regenerations="0", second_look="false", llm_timeout_s="900"
+    )
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         PYTHONPATH=str(REPO),
