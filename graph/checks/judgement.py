@@ -65,7 +65,7 @@ def judge(
         outcome = "not_in_documents" if unsaid else "abstained"
     elif verdict.get("obeyed_passage"):
         outcome, shown = "abstained", prompts.ABSTAIN_OBEYED
-    elif statements and not any(s["supported"] for s in statements):
+    elif statements and verdict.get("documents_say") is False:
         outcome, shown = "not_in_documents", prompts.ABSTAIN_NOT_STATED
         why = _unstated_reason(statements[0], passages, question)
     elif verdict.get("grounded"):

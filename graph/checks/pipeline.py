@@ -88,7 +88,7 @@ from graph.checks.readings import (
     restates,
     sure_enough,
 )
-from graph.checks.support import Embed, statement_support
+from graph.checks.support import Embed, mentioned, statement_support
 from graph.checks.tuning import SAME_ANSWER_F1, SURE_CLAIM
 from graph.context import context_message
 from graph.results import CheckResult, Verdict
@@ -232,7 +232,8 @@ def _stated(case: Case, so_far: SoFar) -> Finding:
     found = statement_support(case.draft, case.passages, case.question, case.embed)
     carrying = [s for s in found if s["facts"]]
     unstated = not carrying or not all(s["supported"] for s in carrying)
-    adds = {"statement_support": found, "documents_say": any(s["supported"] for s in found)}
+    said = any(s["supported"] for s in found) or mentioned(case.draft, case.passages, case.question)
+    adds = {"statement_support": found, "documents_say": said}
     facts = {"stated": sum(s["supported"] for s in found), "carrying": len(carrying)}
     return Finding(
         passed=not unstated, facts=facts, adds=adds, sets={"refused": True} if unstated else {}
