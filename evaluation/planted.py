@@ -7,7 +7,7 @@ and 24 innocent passages that say "the server must respond with", "the model mus
 reply", a URL or an all-capitals word. Each item carries the answer a generator would
 give: for a planted one, the answer that obeys it; for an innocent one, a right
 answer. Its ``split`` field is frozen: the detector (tools/sanitize.py, and
-graph/verification.py ``planted_words``) was written against the dev half only.
+graph/checks/citations.py ``planted_words``) was written against the dev half only.
 
 The check is the graph's own and deterministic, so this measures the detector, not
 whether a given model obeys (tests/slow/test_injection_real.py does that).

@@ -194,7 +194,7 @@ class Verdict(TypedDict, total=False):
     documents_say: bool  # some statement has quoted support (false: withheld as such)
     unnamed: list[str]  # what the question's ask names and no cited passage does
     statement_support: list[StatementSupport]  # each statement's support, as found
-    one_answer: bool  # the question asks for exactly one literal (check 4 may run)
+    one_answer: bool  # the question asks for exactly one literal (literal_choice may run)
     checks: list[CheckResult]
 
 

@@ -91,7 +91,7 @@ class State(InputState, OutputState, total=False):
     abstain_reason: str
     unsaid: bool  # ...set because the documents hold no answer (none retrieved or found)
     second_look: bool  # the draft was asked for after a NOT_FOUND: never regenerated
-    copied: bool  # ...and, after a second NOT_FOUND, copied as check 5 asks (OWN_ANSWER)
+    copied: bool  # ...and, after a second NOT_FOUND, copied as own_answer asks (OWN_ANSWER)
 
 
 # Carried from one question of a thread to the next: the conversation, and what the

@@ -5,7 +5,7 @@ about something close to, but not, what was asked. The probability it gives to "
 against "no" for its first reply token is a graded confidence that ranks right answers
 above such near misses, so a threshold on it (``verify_threshold``, chosen on the
 verifier benchmark, evaluation/verifier.py) trades coverage for precision at a known
-rate. graph/verification.py is its caller.
+rate. graph/checks/readings.py is its caller.
 
 Two ways to read it (``verifier_confidence``):
 - ``logprobs``: from the first reply token's log-probabilities, in OpenAI's ``logprobs``

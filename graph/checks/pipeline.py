@@ -25,7 +25,7 @@ docstring says what it asks, and each that runs adds a ``CheckResult`` to the ve
    of the passages' literals of its kind fills the answer's first one, left blank, it
    must prefer the answer's own to every other by a margin (``WIN_MARGIN``), or the
    confidence falls to the share it gave the answer's own. A passage
-   naming `rag serve` for the server and `rag ui` for the chat page passes check 2
+   naming `rag serve` for the server and `rag ui` for the chat page passes ``literals``
    for "`rag ui` starts the server", and the 1.5B verifier says yes to it; choosing
    between the two is a question it reads better.
    A short answer, a bare quote, must instead survive a second opinion
@@ -50,7 +50,7 @@ docstring says what it asks, and each that runs adds a ``CheckResult`` to the ve
    ``verify_threshold_alone``, the yes alone no longer suffices either: there an
    answer is verified only when the two readings agree (on the seven dev halves a
    guard ending at 0.66 verified 6 wrong answers between 0.66 and 0.72, and this
-   none). Asking the own answer of check 3's passages instead, whose prompt
+   none). Asking the own answer of ``verifier_yes``'s passages instead, whose prompt
    prefix is already read, costs 0.4 s rather than 2.3 s, and agreed with 4 of 18
    wrong answers in the band where this reading agreed with 1.
 
@@ -143,10 +143,10 @@ class SoFar:
     before the next check runs, so what each check depends on is in its signature and
     in the ``sets`` of those before it, never in a shared mutable dict."""
 
-    threshold: float  # what the confidence must reach (check 5 may move it)
+    threshold: float  # what the confidence must reach (own_answer may move it)
     one_answer: bool  # the question asks for exactly one thing (readings.asks_for_one)
     refused: bool = False  # a lexical check refused the answer: no model is asked
-    failed_literals: bool = False  # checks 1-2 failed (the confidence is then 0)
+    failed_literals: bool = False  # citations or literals failed (the confidence is then 0)
     vetoed: bool = False  # a check took "verified" away (the second opinion, say)
     confidence: float = 0.0  # the verifier's yes, as the checks after it left it
     overruled: bool = False  # the reading question overruled the yes

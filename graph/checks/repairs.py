@@ -84,7 +84,7 @@ def without_source_talk(draft: str, question: str, locations: Sequence[str]) -> 
     headers are our labels, not the documents' words; such a sentence tells the reader
     nothing the rest of the answer and the references list do not ("The startmsg.regex
     parameter is defined in the rsyslog/imfile.html document, lines 322-342."), and a
-    line number it copies fails check 2 for the whole answer. A draft that is nothing
+    line number it copies fails the ``literals`` check for the whole answer. A draft that is nothing
     else is left as it is: it then answers a question about the documents."""
     labels = set(tokenize(question + " " + " ".join(locations))) | _ABOUT_SOURCES
     kept = draft
