@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -23,12 +26,18 @@ def settings() -> Settings:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory):
+def postgres_server():
+    """The session's PostgreSQL, its data outside pytest's temporary folders: a second
+    pytest process starting meanwhile (a developer's, or a test's own) prunes all but
+    the newest three of those, and took a running server's data folder with it (every
+    later [postgres] test then failed with 'connection refused')."""
     from bench.local_service import LocalPostgres
 
-    server = LocalPostgres(tmp_path_factory.mktemp("pgdata") / "pg")
+    folder = Path(tempfile.mkdtemp(prefix="rag-test-pg-"))
+    server = LocalPostgres(folder / "pg")
     yield server
     server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
