@@ -25,6 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from server.routes import GRAPH_ID
 from server.shared_runtime import RUNTIME_MODULE, RUNTIME_REQUIREMENT
 from tools.answer_check import first_reading
 from tools.config import ConfigError, Settings
@@ -93,7 +94,6 @@ def server_key(settings: Settings, workdir: Path) -> tuple[Settings, Path | None
 # same (for `langgraph dev` run by hand; a test checks that the two agree).
 SERVED = {"graph": ("server.graph_factory", "make_graph"), "app": ("server.app", "app")}
 SERVED |= {"auth": ("server.auth", "auth")}
-GRAPH_ID = "rag"
 
 
 def _located(module: str, attribute: str) -> str:

@@ -32,10 +32,10 @@ from graph.configuration import AUTH_USER_KEY, SETTINGS_KEY, AccessRefused, run_
 from graph.results import Citation, Closest, Outcome, Support
 from graph.services import Services
 from server.api_keys import API_KEY_HEADER
+from server.routes import GRAPH_ID
 from tools.config import REQUEST_SETTINGS, ConfigError, Settings, readable_collections
 from tools.store.collection import list_collections
 
-GRAPH_ID = "rag"  # the assistant `rag serve` serves (rag_cli/serve_cmd.py names the graph so)
 RUN_GONE_S = 5  # how long a run whose client went away has to stop before it is cancelled
 # what a client reads as the outcome: the product's words for graph/results.py's Outcome
 OUTCOME_WORDS: dict[str, str] = {

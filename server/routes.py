@@ -32,6 +32,10 @@ from starlette.routing import compile_path
 
 from tools.config import OPERATOR
 
+# the one assistant `rag serve` serves: the graph langgraph.json names (rag_cli/serve_cmd.py)
+# and the assistant the MCP and chat-completions doors run (server/answers.py)
+GRAPH_ID = "rag"
+
 
 class Transport(Enum):
     HTTP = "http"
