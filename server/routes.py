@@ -107,6 +107,7 @@ SERVED: tuple[Served, ...] = (
     _row("POST", "/threads/{thread_id}/runs", Kind.RUN, *RUN),
     _row("POST", "/threads/{thread_id}/runs/wait", Kind.RUN, *RUN),
     _row("POST", "/threads/{thread_id}/runs/stream", Kind.RUN, *RUN),
+    _row("GET", "/threads/{thread_id}/runs", Kind.READ, READ_THREAD),
     _row("GET", "/threads/{thread_id}/runs/{run_id}", Kind.READ, READ_THREAD),
     _row("GET", "/threads/{thread_id}/runs/{run_id}/join", Kind.READ, READ_THREAD),
     # where langgraph-sdk reconnects a waited or streamed run whose answer was cut off

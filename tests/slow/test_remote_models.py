@@ -19,9 +19,12 @@ from tools.retrieval.hybrid import Passage
 
 pytestmark = pytest.mark.slow
 
-# Measured on these 8 items, 2026-11-26: the same confidences to 4 decimals (one
-# llama.cpp build, one GGUF); the margin is for a server built with other flags.
-TOLERANCE = 0.01
+# Measured on these 8 items: the same confidences to 4 decimals on 2026-11-26; on
+# 2026-12-06 (CI) one item read 0.7236 in process and 0.7366 remote, the rest equal.
+# Both reuse a cached prompt prefix, and where it ends changes how llama.cpp batches
+# the rest of the prompt, which moves the last digits of a probability. The margin is
+# that, with room.
+TOLERANCE = 0.03
 ITEMS = 8
 
 
