@@ -134,20 +134,38 @@ def renumber(text: str, new_of: dict[int, int]) -> str:
 
 
 _ENUMERATOR = re.compile(r"\d{1,3}[.)]")
+# a fenced code block, fences included (its closing fence as long as its opening one)
+_FENCED_BLOCK = re.compile(
+    r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?^ {0,3}\1[ \t]*$", re.MULTILINE | re.DOTALL
+)
+# the markers right after a fenced block, which cite it
+_CITED_BY = re.compile(r"(?:\s*\[\d{1,3}\])*")
 
 
 def statements(answer: str) -> list[str]:
     """Split an answer into sentence-level statements, keeping each one's markers.
 
-    Never inside a code span (`rag ingest PATH... --rebuild` is one command) nor after
-    "e.g." or "i.e.".
+    Never inside a code span (`rag ingest PATH... --rebuild` is one command) or a fenced
+    block, nor after "e.g." or "i.e.". A fenced block closes the statement that shows it
+    ("Run this: ```make demo```"), with the markers right after it: the text after it
+    says something else, and read as one statement with it, a sentence of framing and a
+    sentence of facts had to be found in one quote.
     """
     parts: list[str] = []
     last = 0
     masked = _SPAN_ON_A_LINE.sub(lambda m: "`" + "x" * (len(m.group()) - 2) + "`", answer)
-    for match in ANSWER_SENTENCE_END.finditer(masked):
-        parts.append(answer[last : match.end()].strip())
-        last = match.end()
+    blocks = list(_FENCED_BLOCK.finditer(answer))
+    for block in blocks:
+        inner = re.sub(r"[^\n]", "x", block.group())
+        masked = masked[: block.start()] + inner + masked[block.end() :]
+    ends = [m.end() for m in ANSWER_SENTENCE_END.finditer(masked)]
+    for block in blocks:  # the block's markers go with it; text after it starts anew
+        after = _CITED_BY.match(answer, block.end())
+        if after and answer[after.end() :].strip():
+            ends.append(after.end())
+    for end in sorted(set(ends)):
+        parts.append(answer[last:end].strip())
+        last = end
     parts.append(answer[last:].strip())
     # a list item's number ("1. Run `make demo`.") opens its statement: it is not one
     merged: list[str] = []

@@ -25,9 +25,10 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from graph.checks.tuning import EMBEDDING_STATES, LIGHT_WORDS, STATED_SHARE
+from graph.checks.tuning import EMBEDDING_STATES, LIGHT_WORDS, SHOWN_CODE_SAYS, STATED_SHARE
 from graph.results import Closest, PassageRecord, StatementSupport, Support
 from tools.text import (
+    FENCE_OPENING,
     MARKER,
     MARKER_GROUP,
     claims_with_citations,
@@ -48,6 +49,8 @@ CLOSEST = 3
 # Where one sentence says two things of two subjects: only the parts naming no literal
 # the clause does not name say the rest of the clause.
 _PARTS = re.compile(r";|\s(?:but|while|whereas)\s|(?<=[.!?])\s+", re.IGNORECASE)
+
+_CODE_BLOCK = re.compile(FENCE_OPENING.pattern, re.MULTILINE)
 
 # Texts to vectors (the run's embedder); an empty list when it failed: text alone ranks.
 Embed = Callable[[list[str]], list[list[float]]]
@@ -83,7 +86,7 @@ def quote_states(clause: str, quote: str, question: str = "") -> bool:
     words = _words(clause, question, literals)
     if not words:
         return bool(literals)  # a literal is news; the question's words alone are not
-    parts = _PARTS.split(quote)
+    parts = _parts(quote)
     if len(parts) > 1 and literals:  # the parts saying something of the clause's literals
         parts = [
             p
@@ -91,7 +94,21 @@ def quote_states(clause: str, quote: str, question: str = "") -> bool:
             if _names_one(p, literals) and not _elsewhere(p, literals, f"{clause}\n{question}")
         ]
     said = set(tokenize(" ".join(parts)))
+    if any(_CODE_BLOCK.search(p) for p in parts):  # a block of code says "run this"
+        said |= SHOWN_CODE_SAYS
     return len(words & said) >= math.ceil(STATED_SHARE * len(words))
+
+
+def _parts(quote: str) -> list[str]:
+    """``quote`` cut where it starts saying something else (``_PARTS``), never inside
+    parentheses: "builds it once (about four minutes; the wheel is kept in `~/.cache`),
+    installs ..." is one sentence about one subject."""
+    depth, masked = 0, []
+    for ch in quote:
+        depth += (ch == "(") - (ch == ")" and depth > 0)
+        masked.append("," if depth and ch == ";" else ch)
+    cuts = [0, *(x for m in _PARTS.finditer("".join(masked)) for x in m.span()), len(quote)]
+    return [quote[cuts[i] : cuts[i + 1]] for i in range(0, len(cuts), 2)]
 
 
 def _names_one(part: str, literals: Sequence[str]) -> bool:

@@ -58,4 +58,13 @@ EMBEDDING_STATES = 0.8
 # "using" alone withheld a right answer whose quote was the command itself.
 LIGHT_WORDS = frozenset(
     "use also need make allow way simpli via get let abl possibl provid specifi".split()
+    # the kind of a literal the clause names ("the `X` command", "the `Y` environment
+    # variable") and framing ("for example, you can use the following", "this will ensure"): docs
+    # dev (tests/corpus), "set the `RAG_GENERATOR_MODEL` environment variable" had no quote
+    + "exampl follow command subcommand environ variabl option flag paramet".split()
+    + "would want ensur".split()
 )
+
+# A quote showing a block of code says to run it: "you would run `export X=1`" is
+# stated by a page's code block holding `export X=1` (stemmed, as tokenize writes them).
+SHOWN_CODE_SAYS = frozenset("run execut type enter".split())

@@ -306,6 +306,18 @@ def test_statements_are_not_cut_inside_code_or_after_eg():
     ]
 
 
+def test_a_fenced_block_closes_the_statement_that_shows_it():
+    """The text after a block says something else: read with it as one statement, a
+    sentence of framing and a sentence of facts had to be found in one quote."""
+    from tools.text import statements
+
+    answer = "Run this:\n\n```bash\nmake demo. Then\n```\n[1] It ingests the docs [2]."
+    assert statements(answer) == [
+        "Run this:\n\n```bash\nmake demo. Then\n```\n[1]",
+        "It ingests the docs [2].",
+    ]
+
+
 IMMUNE = [
     "The innate immune system reacts within hours.",
     "The adaptive immune system, by contrast, remembers a pathogen for years.",

@@ -39,6 +39,16 @@ def test_light_words_around_a_statement_need_no_quote():
     assert quote_states(answer, "# systemctl start isc-kea-dhcp4-server", question)
 
 
+def test_a_parenthesis_is_one_part_and_a_code_block_says_run_it():
+    # the ";" inside the parentheses does not cut the sentence from its subject
+    quote = "`make demo` builds it once (about four minutes; the wheel is kept), then answers."
+    assert quote_states("`make demo` builds it once and then answers", quote)
+    shown = "Start the server:\n\n```\nrag serve --port 8123\n```"
+    assert quote_states("You would run `rag serve --port 8123`", shown)
+    assert not quote_states("You would run `rag serve --port 8123`", shown.replace("```", ""))
+    assert not quote_states("Run `rag serve --port 8123` to delete every collection", shown)
+
+
 def test_support_is_found_in_any_passage_the_generator_read_and_re_cited_there():
     answer = "The server listens on port 8123 [1]."  # the model cited the wrong passage
     found = statement_support(answer, PASSAGES, "Which port does the server use?")
