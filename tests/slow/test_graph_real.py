@@ -45,15 +45,6 @@ def ask(data_dir, question, **state):
     return run_graph({"question": question, **state}, config_for(data_dir=data_dir, **RUN))
 
 
-ISSUE_70_REGRESSION = pytest.mark.xfail(
-    strict=True,
-    reason="issue 70 regression, open: since the per-statement support rule (28f87d2..231d7f7) "
-    "this right answer is NOT VERIFIED, withheld or shown without the quote it had; "
-    "strict, so the suite says when it holds again",
-)
-
-
-@ISSUE_70_REGRESSION
 def test_the_demo_question_is_answered_right_and_never_verified_wrong(data_dir):
     """models.md answers it with an example; reading evidence, the generator gives it. It
     may still be NOT VERIFIED, with its reason: the 1.5B verifier, asked which of the
@@ -75,14 +66,12 @@ def test_the_demo_question_is_answered_right_and_never_verified_wrong(data_dir):
         ).get("overruled"), verdict
 
 
-@ISSUE_70_REGRESSION
 def test_the_install_questions_right_answer_is_verified(data_dir):
     out = ask(data_dir, "How do I install the service and run it for the first time?")
     assert "make demo" in out["answer"], out["answer"]
     assert out["outcome"] == "verified", out["verdict"]
 
 
-@ISSUE_70_REGRESSION
 def test_the_install_question_is_verified_through_a_real_openai_compatible_server(data_dir):
     """The three chat roles on the default model behind llama_cpp.server: the answer
     is verified through the remote path as in process (the test above)."""
