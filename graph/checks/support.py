@@ -25,7 +25,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from graph.checks.tuning import EMBEDDING_STATES, LIGHT_WORDS, SHOWN_CODE_SAYS, STATED_SHARE
+from graph.checks.tuning import (
+    EMBEDDING_STATES,
+    LIGHT_WORDS,
+    SHOWN_CODE_SAYS,
+    SOURCE_WORDS,
+    STATED_SHARE,
+)
 from graph.results import Closest, PassageRecord, StatementSupport, Support
 from tools.text import (
     FENCE_OPENING,
@@ -196,7 +202,8 @@ def statement_support(
     """Each statement of ``answer`` with the quotes that state it, one per clause, found
     in the passage it cites or, failing that, in any other passage the generator read;
     ``supported`` when every clause has one. ``facts``: it says something the question did
-    not (a statement that only repeats the question carries no fact)."""
+    not (a statement that only repeats the question, or only says where it is stated,
+    carries no fact)."""
     out: list[StatementSupport] = []
     valid = range(1, len(passages) + 1)
     for claim, clauses in claims_with_citations(answer):
@@ -206,7 +213,7 @@ def statement_support(
         facts = False
         for clause, numbers in clauses:
             literals = _literals(clause, question)
-            facts = facts or bool(literals or _words(clause, question, literals))
+            facts = facts or bool(literals or _words(clause, question, literals) - SOURCE_WORDS)
             hint = [n for n in numbers if n in valid]
             order = [*hint, *(n for n in valid if n not in hint)]
             found = _best(clause, passages, order, question, embed)

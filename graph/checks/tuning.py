@@ -68,3 +68,11 @@ LIGHT_WORDS = frozenset(
 # A quote showing a block of code says to run it: "you would run `export X=1`" is
 # stated by a page's code block holding `export X=1` (stemmed, as tokenize writes them).
 SHOWN_CODE_SAYS = frozenset("run execut type enter".split())
+
+# Words that speak of the sources, not of the subject: a statement made only of them
+# ("This is stated in [1].", "as the passage describes") says where, not what, and
+# carries no fact (kea dev: a right answer's closing "This is stated in [1]." had no
+# quote, so the answer could not be verified).
+SOURCE_WORDS = frozenset(
+    "state mention describ explain document passag sourc refer accord cite section shown".split()
+)

@@ -64,6 +64,12 @@ def test_a_statement_repeating_the_question_carries_no_fact():
     assert not found[0]["facts"] and not found[0]["supported"]
 
 
+def test_a_statement_saying_only_where_it_is_stated_carries_no_fact():
+    answer = "The server listens on port 8123 [2]. This is stated in [2]."
+    found = statement_support(answer, PASSAGES, "Which port does the server use?")
+    assert [s["facts"] for s in found] == [True, False] and found[0]["supported"]
+
+
 def test_the_embedder_ranks_the_quotes_it_never_decides():
     calls: list[list[str]] = []
 
