@@ -138,6 +138,7 @@ class OwnAnswer(TypedDict):
     found: bool
     sure: float | None  # its probability of its first word
     sure_enough: bool
+    quoted: bool  # every statement quoted close: the own answer is a veto, not a need
 
 
 class SecondOpinion(TypedDict, total=False):

@@ -311,7 +311,9 @@ class VerificationSettings(_Section):
         "from 0.57 to 0.60 on eight dev halves (the wrong ones agreed at 0.577 and 0.590, "
         "the first a bare value), then lowered to 0.55 for restatements on six dev halves "
         "(156 answerable questions, 2026-11-27): 13 more right answers verified and no "
-        "wrong one. 1 turns the check off (docs_corpus/answering-and-verification.md).",
+        "wrong one. It also suffices for a full answer whose every statement has a quote "
+        "the embedder puts close, unless the own answer names another answer (2026-12-07). "
+        "1 turns the check off (docs_corpus/answering-and-verification.md).",
     )
     verify_threshold_agreed_bare: float = Field(
         0.60,

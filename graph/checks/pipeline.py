@@ -150,6 +150,7 @@ class SoFar:
     vetoed: bool = False  # a check took "verified" away (the second opinion, say)
     confidence: float = 0.0  # the verifier's yes, as the checks after it left it
     overruled: bool = False  # the reading question overruled the yes
+    quoted: bool = False  # every fact-carrying statement has a quote the embedder put close
     cited: tuple[int, ...] = ()  # passages the answer cites
     holding: tuple[int, ...] = ()  # cited passages holding a clause's literals
     shown: tuple[dict[str, Any], ...] = ()  # what the verifier read
@@ -235,8 +236,12 @@ def _stated(case: Case, so_far: SoFar) -> Finding:
     said = any(s["supported"] for s in found) or mentioned(case.draft, case.passages, case.question)
     adds = {"statement_support": found, "documents_say": said}
     facts = {"stated": sum(s["supported"] for s in found), "carrying": len(carrying)}
+    quoted = not unstated and all("embedding" in s["found_by"] for s in carrying)
     return Finding(
-        passed=not unstated, facts=facts, adds=adds, sets={"refused": True} if unstated else {}
+        passed=not unstated,
+        facts=facts,
+        adds=adds,
+        sets={"refused": True} if unstated else {"quoted": quoted},
     )
 
 
@@ -337,7 +342,15 @@ def _own_answer_applies(case: Case, so_far: SoFar) -> bool:
 def _own_answer(case: Case, so_far: SoFar) -> Finding:
     """Check 5: in the band, the verifier's own answer (not shown the draft) must agree
     with the draft, sure enough, for the band's floor to suffice; otherwise its top is
-    the threshold. A copied draft is that reading already: only the top suffices."""
+    the threshold. A copied draft is that reading already: only the top suffices.
+
+    A draft whose every statement has a quote the embedder puts close (``quoted``) has
+    its second reading already, in the documents' own words: there the own answer is a
+    veto, not a requirement, and the floor suffices unless it names another answer. On
+    the kea, ffmpeg and privoxy dev halves, 6 of the 8 right answers in the band whose
+    own reading found nothing or agreed unsure were quoted, and none of the wrong ones
+    (the one wrong quoted draft in the band, a description of an option that names no
+    option, had the option named by the own answer)."""
     low, high = so_far.band(case)
     if case.copied:
         threshold = high if _in_band(case, so_far) else so_far.threshold
@@ -350,19 +363,22 @@ def _own_answer(case: Case, so_far: SoFar) -> Finding:
     own = own_answer(case.judge, case.question, case.passages, config=case.config)
     agrees = own_answer_agrees(case.question, case.draft, own.text)
     sure = sure_enough(own, case.bars.own_sure)
-    threshold = low if agrees and sure else high
+    found = prompts.NOT_FOUND not in own.text
+    passed = (agrees and sure) or (so_far.quoted and (agrees or not found))
+    threshold = low if passed else high
     adds = {
         "own_answer": {
             "answer": own.text,
             "agrees": agrees,
-            "found": prompts.NOT_FOUND not in own.text,
+            "found": found,
             "sure": None if own.sure is None else round(own.sure, 4),
             "sure_enough": sure,
+            "quoted": so_far.quoted,
         },
         "threshold": threshold,
     }
     return Finding(
-        passed=agrees and sure, facts={"agrees": agrees}, adds=adds, sets={"threshold": threshold}
+        passed=passed, facts={"agrees": agrees}, adds=adds, sets={"threshold": threshold}
     )
 
 

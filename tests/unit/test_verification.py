@@ -250,7 +250,7 @@ def test_below_the_threshold_the_verifiers_own_answer_agreeing_suffices():
     verdict = verify_with_own(model)
     assert verdict["grounded"] and verdict["threshold"] == 0.5
     own = {"answer": "5 [1]", "agrees": True, "found": True, "sure": 1.0, "sure_enough": True}
-    assert verdict["own_answer"] == own
+    assert verdict["own_answer"] == {**own, "quoted": False}
     context, ask = model.calls[-1]
     # asked without the draft, of every passage the generator read, in reverse order
     assert "defaults to 5" not in ask.text and "What is the default k?" in ask.text
@@ -284,6 +284,27 @@ def test_an_own_answer_the_draft_does_not_state_leaves_the_threshold(own):
     verdict = verify_with_own(own_reader(own, claim=0.55))
     assert not verdict["grounded"] and verdict["threshold"] == 0.6
     assert verdict["own_answer"]["agrees"] is False
+
+
+def close(texts: list[str]) -> list[list[float]]:
+    """An embedder that puts every text at one point: every quote is close."""
+    return [[1.0, 0.0] for _ in texts]
+
+
+@pytest.mark.parametrize(
+    ("own", "grounded"),
+    [
+        (prompts.NOT_FOUND, True),  # the own reading found nothing: the quote suffices
+        ("5", True),  # it agreed, not sure of it
+        ("20", False),  # it names another answer: a veto
+    ],
+)
+def test_a_draft_quoted_close_needs_no_agreement_only_no_other_answer(own, grounded):
+    verdict = verify_with_own(own_reader(own, claim=0.55, sure=0.2), own_sure=0.5, embed=close)
+    assert verdict["own_answer"]["quoted"] and verdict["grounded"] is grounded
+    assert verdict["threshold"] == (0.5 if grounded else 0.6)
+    unquoted = verify_with_own(own_reader(own, claim=0.55, sure=0.2), own_sure=0.5)
+    assert not unquoted["own_answer"]["quoted"] and not unquoted["grounded"]
 
 
 @pytest.mark.parametrize("claim", [0.45, 0.65])
