@@ -134,12 +134,8 @@ def renumber(text: str, new_of: dict[int, int]) -> str:
 
 
 _ENUMERATOR = re.compile(r"\d{1,3}[.)]")
-# a fenced code block, fences included (its closing fence as long as its opening one)
-_FENCED_BLOCK = re.compile(
-    r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?^ {0,3}\1[ \t]*$", re.MULTILINE | re.DOTALL
-)
 # the markers right after a fenced block, which cite it
-_CITED_BY = re.compile(r"(?:\s*\[\d{1,3}\])*")
+_CITED_BY = re.compile(rf"(?:\s*{MARKER.pattern})*")
 
 
 def statements(answer: str) -> list[str]:
@@ -154,13 +150,12 @@ def statements(answer: str) -> list[str]:
     parts: list[str] = []
     last = 0
     masked = _SPAN_ON_A_LINE.sub(lambda m: "`" + "x" * (len(m.group()) - 2) + "`", answer)
-    blocks = list(_FENCED_BLOCK.finditer(answer))
-    for block in blocks:
-        inner = re.sub(r"[^\n]", "x", block.group())
-        masked = masked[: block.start()] + inner + masked[block.end() :]
+    blocks = _fenced_spans(answer)
+    for start, end in blocks:
+        masked = masked[:start] + re.sub(r"[^\n]", "x", masked[start:end]) + masked[end:]
     ends = [m.end() for m in ANSWER_SENTENCE_END.finditer(masked)]
-    for block in blocks:  # the block's markers go with it; text after it starts anew
-        after = _CITED_BY.match(answer, block.end())
+    for _, end in blocks:  # the block's markers go with it; text after it starts anew
+        after = _CITED_BY.match(answer, end)
         if after and answer[after.end() :].strip():
             ends.append(after.end())
     for end in sorted(set(ends)):
@@ -210,19 +205,43 @@ def _blocks(text: str) -> tuple[list[str], list[str]]:
         if not fence and found:
             prose.append("\n".join(lines))
             lines, fence = [], found["fence"]
-        elif (
-            fence
-            and found
-            and found["fence"][0] == fence[0]
-            and len(found["fence"]) >= len(fence)
-            and not found["info"].strip()
-        ):
+        elif fence and _closes(found, fence):
             code.append("\n".join(lines))
             lines, fence = [], ""
         else:
             lines.append(line)
     (code if fence else prose).append("\n".join(lines))
     return prose, code
+
+
+def _closes(found: re.Match[str] | None, fence: str) -> bool:
+    """Whether a line (``_FENCE``'s match of it) closes the block ``fence`` opened: the
+    same character, at least as many of them, and no info string."""
+    return bool(
+        found
+        and found["fence"][0] == fence[0]
+        and len(found["fence"]) >= len(fence)
+        and not found["info"].strip()
+    )
+
+
+def _fenced_spans(text: str) -> list[tuple[int, int]]:
+    """The character spans of ``text``'s fenced code blocks, fences included, as
+    ``_blocks`` reads them (a block cut off by the end of the text runs to its end)."""
+    spans: list[tuple[int, int]] = []
+    offset, start, fence = 0, 0, ""
+    for line in text.splitlines(keepends=True):
+        content = line.splitlines()[0]  # without its line break, as _blocks reads it
+        found = _FENCE.fullmatch(content)
+        if not fence and found:
+            start, fence = offset, found["fence"]
+        elif fence and _closes(found, fence):
+            spans.append((start, offset + len(content)))
+            fence = ""
+        offset += len(line)
+    if fence:
+        spans.append((start, len(text)))
+    return spans
 
 
 def _inline_code(block: str) -> tuple[str, list[str]]:

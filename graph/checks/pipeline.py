@@ -90,7 +90,7 @@ from graph.checks.readings import (
     restates,
     sure_enough,
 )
-from graph.checks.support import Embed, mentioned, statement_support
+from graph.checks.support import Embed, all_quoted_close, mentioned, statement_support
 from graph.checks.tuning import SAME_ANSWER_F1, SURE_CLAIM
 from graph.context import context_message
 from graph.results import CheckResult, Verdict
@@ -238,7 +238,7 @@ def _stated(case: Case, so_far: SoFar) -> Finding:
     said = any(s["supported"] for s in found) or mentioned(case.draft, case.passages, case.question)
     adds = {"statement_support": found, "documents_say": said}
     facts = {"stated": sum(s["supported"] for s in found), "carrying": len(carrying)}
-    quoted = not unstated and all("embedding" in s["found_by"] for s in carrying)
+    quoted = all_quoted_close(found)
     return Finding(
         passed=not unstated,
         facts=facts,

@@ -58,6 +58,9 @@ _PARTS = re.compile(r";|\s(?:but|while|whereas)\s|(?<=[.!?])\s+", re.IGNORECASE)
 
 _CODE_BLOCK = re.compile(FENCE_OPENING.pattern, re.MULTILINE)
 
+# ``found_by`` of a quote the embedder put within ``EMBEDDING_STATES`` of its clause
+BY_EMBEDDING = "embedding"
+
 # Texts to vectors (the run's embedder); an empty list when it failed: text alone ranks.
 Embed = Callable[[list[str]], list[list[float]]]
 
@@ -263,7 +266,17 @@ def _best(
         return *stated[best], ["text"]
     scores = [_cosine(vectors[0], v) for v in vectors[1:]]
     best = max(range(len(scores)), key=scores.__getitem__)
-    return *stated[best], ["text", *(["embedding"] if scores[best] >= EMBEDDING_STATES else [])]
+    close = scores[best] >= EMBEDDING_STATES
+    return *stated[best], ["text", *([BY_EMBEDDING] if close else [])]
+
+
+def all_quoted_close(found: Sequence[StatementSupport]) -> bool:
+    """Whether every statement carrying a fact has quotes, each the embedder put within
+    ``EMBEDDING_STATES`` of its clause: the documents say it in nearly its words."""
+    carrying = [s for s in found if s["facts"]]
+    return bool(carrying) and all(
+        s["supported"] and BY_EMBEDDING in s["found_by"] for s in carrying
+    )
 
 
 def recited(draft: str, found: Sequence[StatementSupport]) -> str:
