@@ -331,11 +331,13 @@ class VerificationSettings(_Section):
         le=1.0,
         description="How sure the verifier's own answer (the own_answer check) must be of "
         "its first word, as the probability of its first token, for its agreeing with the "
-        "answer to count. Chosen on the thirteen new-documents dev halves (332 answerable "
-        "questions, 2026-11-27): right and wrong answers verified with no requirement: 114 and 5; "
-        "0.40: 106 and 3; 0.50: 93 and 1 (chosen on nine halves, 71 and 1; the other four "
-        "22 and 0). A reading without log-probabilities (a sampled verifier) is never sure "
-        "enough. 0 turns it off (docs_corpus/answering-and-verification.md).",
+        "answer to count, and for its 'the passages do not answer' to veto an answer whose "
+        "quotes were found by their words only. Chosen on the thirteen new-documents dev "
+        "halves (332 answerable questions, 2026-11-27): right and wrong answers verified "
+        "with no requirement: 114 and 5; 0.40: 106 and 3; 0.50: 93 and 1 (chosen on nine "
+        "halves, 71 and 1; the other four 22 and 0). A reading without log-probabilities (a "
+        "sampled verifier) is never sure enough to agree, and always sure enough to veto. "
+        "0 turns the requirement off (docs_corpus/answering-and-verification.md).",
     )
     verify_threshold_alone: float = Field(
         0.72,

@@ -52,9 +52,12 @@ docstring says what it asks, and each that runs adds a ``CheckResult`` to the ve
    guard ending at 0.66 verified 6 wrong answers between 0.66 and 0.72, and this
    none). Asking the own answer of ``verifier_yes``'s passages instead, whose prompt
    prefix is already read, costs 0.4 s rather than 2.3 s, and agreed with 4 of 18
-   wrong answers in the band where this reading agreed with 1. A draft whose every
-   statement has a quote the embedder puts close (``quoted``, from ``stated``) needs
-   no agreement there, only no other answer from the own reading.
+   wrong answers in the band where this reading agreed with 1. Every draft that gets
+   here is stated (``stated``: each statement has a quote saying it). Where every
+   quote is close (``quoted``: the embedder puts it within ``EMBEDDING_STATES``), the
+   quotes are the second reading and the own answer only a veto, naming another
+   answer. Where some quote was found by its words only, the own answer must agree,
+   sure enough, or find no answer without being sure of that.
 
 A short answer (``answer_style = "short"``) promises an exact phrase copied from the
 passage, so each of its clauses must occur there word for word (a quote is checkable by
@@ -342,17 +345,21 @@ def _own_answer_applies(case: Case, so_far: SoFar) -> bool:
 
 
 def _own_answer(case: Case, so_far: SoFar) -> Finding:
-    """Check 5: in the band, the verifier's own answer (not shown the draft) must agree
-    with the draft, sure enough, for the band's floor to suffice; otherwise its top is
-    the threshold. A copied draft is that reading already: only the top suffices.
+    """Check 5: in the band, the verifier's own answer (not shown the draft) decides
+    whether the band's floor suffices; otherwise its top is the threshold. A copied
+    draft is that reading already: only the top suffices.
 
-    A draft whose every statement has a quote the embedder puts close (``quoted``) has
-    its second reading already, in the documents' own words: there the own answer is a
-    veto, not a requirement, and the floor suffices unless it names another answer.
-    Replayed on the kea, ffmpeg and privoxy dev halves, right and verified went from 30
-    to 37 of 78 and wrong VERIFIED stayed 2 (the one wrong quoted draft in the band
-    described an option without naming it, and the own answer named it); on BIND's,
-    recorded before the rule, 9 to 10 of 26, no wrong one."""
+    Every draft asked here is stated, each statement with a quote that says it. Where
+    every quote is close (``quoted``), the quotes are the second reading, in the
+    documents' own words: the own answer is a veto, and only another answer vetoes.
+    Where some quote was found by its words only, the own answer must agree, sure of
+    its first word (``verify_own_answer_sure``: on thirteen dev halves, four of five
+    wrong answers agreement verified were read unsure), or find no answer unsure of
+    that; sure that the passages do not answer, it vetoes: the text rule finds "the
+    server returns NOTAUTH" for a question about another error code. Replayed on the
+    four dev halves (kea, ffmpeg, privoxy, bind; 104 answerable), with the relation
+    rule of support.py, wrong VERIFIED went from 2 to 0
+    (docs_corpus/answering-and-verification.md)."""
     low, high = so_far.band(case)
     if case.copied:
         threshold = high if _in_band(case, so_far) else so_far.threshold
@@ -366,7 +373,10 @@ def _own_answer(case: Case, so_far: SoFar) -> Finding:
     agrees = own_answer_agrees(case.question, case.draft, own.text)
     sure = sure_enough(own, case.bars.own_sure)
     found = prompts.NOT_FOUND not in own.text
-    passed = (agrees and sure) or (so_far.quoted and (agrees or not found))
+    sure_silent = own.sure is None or sure  # a sampled reading's sureness is unknown
+    passed = (agrees and (sure or so_far.quoted)) or (
+        not found and (so_far.quoted or not sure_silent)
+    )
     threshold = low if passed else high
     adds = {
         "own_answer": {

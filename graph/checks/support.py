@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from graph.checks.tuning import (
     EMBEDDING_STATES,
     LIGHT_WORDS,
+    RELATION_SHARE,
     SHOWN_CODE_SAYS,
     SOURCE_WORDS,
     STATED_SHARE,
@@ -92,20 +93,35 @@ def quote_states(clause: str, quote: str, question: str = "") -> bool:
     literals = _literals(clause, question)
     if missing_facts(clause, f"{quote}\n{question}"):
         return False
-    words = _words(clause, question, literals)
-    if not words:
-        return bool(literals)  # a literal is news; the question's words alone are not
+    words, share, relation = _words(clause, question, literals), STATED_SHARE, False
+    if not words:  # a literal is news; the question's words alone are not
+        if not literals:
+            return False
+        words, share, relation = _relation(clause, question), RELATION_SHARE, True
+        if not words:
+            return True
     parts = _parts(quote)
     if len(parts) > 1 and literals:  # the parts saying something of the clause's literals
         parts = [
             p
             for p in parts
-            if _names_one(p, literals) and not _elsewhere(p, literals, f"{clause}\n{question}")
+            if (relation or _names_one(p, literals))
+            and not _elsewhere(p, literals, f"{clause}\n{question}")
         ]
     said = set(tokenize(" ".join(parts)))
     if any(_CODE_BLOCK.search(p) for p in parts):  # a block of code says "run this"
         said |= SHOWN_CODE_SAYS
-    return len(words & said) >= math.ceil(STATED_SHARE * len(words))
+    return len(words & said) >= math.ceil(share * len(words))
+
+
+def _relation(clause: str, question: str) -> set[str]:
+    """The words a clause repeats from the question, stemmed, without its names, numbers
+    and code tokens (the question's too: they are the subject) and the light words: what
+    it says of its literal, when it says nothing new. They may stand in any part of the
+    quote that names no rival literal ("-sseof: like the -ss option but relative to the
+    end of file")."""
+    named = set(tokenize(" ".join(missing_facts(clause, "")))) | LIGHT_WORDS | SOURCE_WORDS
+    return (set(tokenize(clause)) & set(tokenize(question))) - named
 
 
 def _parts(quote: str) -> list[str]:

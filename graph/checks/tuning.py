@@ -47,6 +47,15 @@ RECITE_MARGIN = 2
 # enough before (issue 70); half let that finalist pass.
 STATED_SHARE = 0.6
 
+# A clause that only restates the question around a literal ("The default value of
+# max-client-connections is 256") says nothing new but the literal: its relation is the
+# question's words it repeats, and a quote states it only when the part naming the literal
+# holds at least this share of them too. Before, any sentence holding the literal did,
+# and on the dev halves two wrong answers were VERIFIED so: a configuration example's
+# "max-client-connections 256" for the default, and a list of startup variables' first
+# name for the one that "sets the early logging output" (issue 70).
+RELATION_SHARE = 0.5
+
 # The embedder ranks the quotes that state a clause; within this cosine it is named as
 # having found the quote too. It never decides alone: the field notes measured a true
 # claim and one with a wrong number both at about 0.78.
@@ -75,4 +84,6 @@ SHOWN_CODE_SAYS = frozenset("run execut type enter".split())
 # quote, so the answer could not be verified).
 SOURCE_WORDS = frozenset(
     "state mention describ explain document passag sourc refer accord cite section shown".split()
+    # "The manual says to add ..." (privoxy dev): who says it, not what
+    + "manual say tell".split()
 )

@@ -33,6 +33,31 @@ def test_a_quote_states_a_statement_only_with_its_literals_and_its_relation():
     assert not quote_states("The server restarts itself every night", SERVER)
 
 
+def test_a_statement_restating_the_question_needs_its_relation_said_of_the_literal():
+    # privoxy dev: a configuration example is not the default
+    question = "What is the default value of max-client-connections?"
+    answer = "The default value of max-client-connections is 256."
+    assert not quote_states(answer, "max-client-connections 256", question)
+    assert quote_states(answer, "The default value of max-client-connections is 256.", question)
+    # kea dev: a list naming the variable does not say it is the one asked about
+    question = "Which environment variable sets that early logging output to a file?"
+    answer = "The variable that sets the early logging output to a file is KEA_LOCKFILE_DIR."
+    listed = "These variables control logging during startup: KEA_LOCKFILE_DIR"
+    assert not quote_states(answer, listed, question)
+    # the relation may stand in another part of the sentence, not in a rival's part
+    question = "Which input option works like -ss but relative to the end of file?"
+    answer = "The -sseof option works like -ss but relative to the end of file."
+    said = '-sseof position (input) Like the -ss option but relative to the "end of file".'
+    assert quote_states(answer, said, question)
+    rival = "-sseof position (input). -ss position works like -to relative to the end of file."
+    assert not quote_states(answer, rival, question)
+    # words about the source ("the manual says") are not the relation
+    question = "What line does the manual say to add to /etc/rc.conf?"
+    answer = "The manual says to add \"privoxy_enable='YES'\" to /etc/rc.conf."
+    quote = "To start Privoxy upon booting, add \"privoxy_enable='YES'\" to /etc/rc.conf."
+    assert quote_states(answer, quote, question)
+
+
 def test_light_words_around_a_statement_need_no_quote():
     question = "Which systemd service do we start to run the DHCPv4 server?"
     answer = "We start the isc-kea-dhcp4-server service using systemctl."

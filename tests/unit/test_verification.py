@@ -220,7 +220,9 @@ def test_a_literal_named_in_prose_is_not_put_to_the_reading_question():
     # Node.js dev: prose literals as options cost two right answers and caught no wrong one
     model = reader("ACCESS SHARE")
     verdict = verify_locks(
-        model, "A plain SELECT is blocked only by MATCH FULL [1].", "What blocks a plain SELECT?"
+        model,
+        "A plain SELECT is blocked only by ACCESS EXCLUSIVE [1].",
+        "What blocks a plain SELECT?",
     )
     assert verdict["literal_choice"] is None and verdict["grounded"]
 
@@ -292,19 +294,25 @@ def close(texts: list[str]) -> list[list[float]]:
 
 
 @pytest.mark.parametrize(
-    ("own", "grounded"),
+    ("own", "sure", "quoted", "unquoted"),
     [
-        (prompts.NOT_FOUND, True),  # the own reading found nothing: the quote suffices
-        ("5", True),  # it agreed, not sure of it
-        ("20", False),  # it names another answer: a veto
+        # found nothing: the quotes suffice, unless, found by words only, it was sure
+        (prompts.NOT_FOUND, 0.2, True, True),
+        (prompts.NOT_FOUND, 0.9, True, False),
+        # agreed: by words only, it must be sure of it
+        ("5", 0.2, True, False),
+        ("5", 0.9, True, True),
+        # named another answer: a veto
+        ("20", 0.2, False, False),
+        ("20", 0.9, False, False),
     ],
 )
-def test_a_draft_quoted_close_needs_no_agreement_only_no_other_answer(own, grounded):
-    verdict = verify_with_own(own_reader(own, claim=0.55, sure=0.2), own_sure=0.5, embed=close)
-    assert verdict["own_answer"]["quoted"] and verdict["grounded"] is grounded
-    assert verdict["threshold"] == (0.5 if grounded else 0.6)
-    unquoted = verify_with_own(own_reader(own, claim=0.55, sure=0.2), own_sure=0.5)
-    assert not unquoted["own_answer"]["quoted"] and not unquoted["grounded"]
+def test_in_the_band_the_own_answer_vetoes_a_draft_quoted_close(own, sure, quoted, unquoted):
+    close_ = verify_with_own(own_reader(own, claim=0.55, sure=sure), own_sure=0.5, embed=close)
+    assert close_["own_answer"]["quoted"] and close_["grounded"] is quoted
+    assert close_["threshold"] == (0.5 if quoted else 0.6)
+    words = verify_with_own(own_reader(own, claim=0.55, sure=sure), own_sure=0.5)
+    assert not words["own_answer"]["quoted"] and words["grounded"] is unquoted
 
 
 @pytest.mark.parametrize("claim", [0.45, 0.65])
