@@ -74,17 +74,18 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--k", type=int, help="overrides k")
     parser.add_argument("--out", metavar="DIR", help="write answers.json, answers.md, answers.png")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    calls = parser.add_mutually_exclusive_group()
-    calls.add_argument(
+    parser.add_argument(
         "--record",
         metavar="FILE",
-        help="append every model call and its reply to FILE (JSON lines)",
+        help="append every model call and its reply to FILE (JSON lines); with --replay, "
+        "only the calls the recording lacks, which then go to the models",
     )
-    calls.add_argument(
+    parser.add_argument(
         "--replay",
         metavar="FILE",
         help="answer every model call from a --record FILE instead of the models: the same "
-        "replies through other code; a call it lacks fails the item",
+        "replies through other code; a call it lacks fails the item (with --record, it is "
+        "made and recorded)",
     )
     parser.set_defaults(run=run_answers)
     return parser
@@ -118,12 +119,12 @@ def _squad(args: argparse.Namespace, settings: Settings) -> tuple[list[QAItem], 
 
 def _services(args: argparse.Namespace) -> Services:
     """The caller's services, or ones whose chat models record or replay (the embedder
-    is the real one either way: it is deterministic)."""
-    if args.record:
-        return Services(chat=recording(chat_model, Path(args.record)))
+    is the real one either way: it is deterministic). Both: replayed, and what the
+    recording lacks is asked of the models and recorded."""
+    live = recording(chat_model, Path(args.record)) if args.record else None
     if args.replay:
-        return Services(chat=replaying(Path(args.replay)))
-    return services_of(args)
+        return Services(chat=replaying(Path(args.replay), fallback=live))
+    return Services(chat=live) if live else services_of(args)
 
 
 def run_answers(args: argparse.Namespace, settings: Settings) -> int:

@@ -51,3 +51,25 @@ def test_a_call_the_recording_lacks_fails_instead_of_guessing(corpus_env, models
     # a model fault, as the graph reports every one: the run says so, it never guesses
     assert out["error"] and "no recorded" in out["error"]["message"], out["error"]
     assert NotRecordedError.kind == out["error"]["type"]
+
+
+def test_with_a_fallback_only_the_calls_the_recording_lacks_are_made_and_recorded(
+    corpus_env, models, tmp_path
+):
+    log, new = tmp_path / "calls.jsonl", tmp_path / "new.jsonl"
+    chat = models.services._chat
+    recorded = run_all(Services(chat=recording(chat, log), embed=lambda _: EMB))
+    replayed = run_all(
+        Services(chat=replaying(log, fallback=recording(chat, new)), embed=lambda _: EMB)
+    )
+    assert replayed == recorded and not new.exists()  # nothing new was asked
+    question = "How do I install the service quickly?"
+    services = Services(chat=replaying(log, fallback=recording(chat, new)), embed=lambda _: EMB)
+    out = build_graph().invoke(
+        {"question": question}, config_for(rerank="llm", k=4), context=services
+    )
+    assert not out.get("error"), out["error"]
+    asked = [json.loads(line) for line in new.read_text().splitlines()]
+    assert asked and any(question in text for c in asked for _, text in c["messages"])
+    old = {json.loads(line)["key"] for line in log.read_text().splitlines()}
+    assert not old & {c["key"] for c in asked}  # a recorded call is never made again

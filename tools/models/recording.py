@@ -111,28 +111,45 @@ class RecordingChat(BaseChatModel):
 
 
 class ReplayChat(BaseChatModel):
-    """Answers each call from a recording; a call it does not hold raises."""
+    """Answers each call from a recording; a call it does not hold raises, or, with a
+    ``fallback`` (a recording model), goes to the model and is recorded: a change that
+    asks the model something new on a few items is measured by calling only those."""
 
+    model_config = ConfigDict(arbitrary_types_allowed=True)
     role: str
     replies: dict[str, dict[str, Any]] = Field(repr=False)
     model_name: str = "model"  # the recorded model's, as messages name it
+    fallback: BaseChatModel | None = None
 
     @property
     def _llm_type(self) -> str:
         return "replay"
 
-    def _reply(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
+    def _recorded(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage | None:
         found = self.replies.get(call_key(self.role, messages, kwargs))
         if found is None:
-            last = messages[-1].text[:120] if messages else ""
-            raise NotRecordedError(f"no recorded {self.role} reply for this call: {last!r}")
+            if self.fallback is None:
+                last = messages[-1].text[:120] if messages else ""
+                raise NotRecordedError(f"no recorded {self.role} reply for this call: {last!r}")
+            return None
         return AIMessage(content=found["content"], response_metadata=found["response_metadata"])
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, kwargs))])
+        reply = self._recorded(messages, kwargs)
+        if reply is None:
+            assert self.fallback is not None
+            reply = self.fallback.invoke(messages, stop=stop, **kwargs)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def _stream(self, messages, stop=None, run_manager=None, **kwargs) -> Iterator:
-        reply = self._reply(messages, kwargs)
+        reply = self._recorded(messages, kwargs)
+        if reply is None:
+            assert self.fallback is not None
+            for chunk in self.fallback.stream(messages, stop=stop, **kwargs):
+                if run_manager:
+                    run_manager.on_llm_new_token(chunk.text)
+                yield ChatGenerationChunk(message=chunk)
+            return
         if reply.response_metadata.get("logprobs"):  # a reading: one piece, as recorded
             yield ChatGenerationChunk(
                 message=AIMessageChunk(
@@ -163,8 +180,9 @@ def recording(chat: ChatFactory, path: Path) -> ChatFactory:
     return build
 
 
-def replaying(path: Path) -> ChatFactory:
-    """A chat factory whose models answer from the recording at ``path``."""
+def replaying(path: Path, fallback: ChatFactory | None = None) -> ChatFactory:
+    """A chat factory whose models answer from the recording at ``path``; a call it
+    lacks goes to ``fallback``'s model (``recording(...)``), or fails."""
     by_role: dict[str, dict[str, dict[str, Any]]] = {}
     for line in path.read_text().splitlines():
         if line.strip():
@@ -174,6 +192,7 @@ def replaying(path: Path) -> ChatFactory:
     def build(settings: Settings, role: str) -> BaseChatModel:
         replies = by_role.get(role, {})
         name = next((c.get("model", "model") for c in replies.values()), "model")
-        return ReplayChat(role=role, replies=replies, model_name=name)
+        live = fallback(settings, role) if fallback else None
+        return ReplayChat(role=role, replies=replies, model_name=name, fallback=live)
 
     return build
