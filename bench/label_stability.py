@@ -6,9 +6,10 @@ The perturbations:
 
 (a) ``shift-citations RECORDING OUT``: a recording (lab/recordings) whose generator
     replies cite the neighbouring passage ([n] becomes [n+1], the last becomes [n-1]).
-    Replayed (``rag eval answers --replay OUT``), the answers are the same words with the
-    citations moved; a check that then asks the verifier something new fails that item
-    as a model error, which ``agreement`` counts apart (not comparable), never as agreeing.
+    Replayed (``rag eval answers --replay OUT --record NEW``), the answers are the same
+    words with the citations moved, and what the checks then ask the verifier anew is
+    asked of the model (and kept in NEW). Without ``--record`` such an item fails as a
+    model error, which ``agreement`` counts apart (not comparable), never as agreeing.
 (b) chunk size +-25%: ``rag ingest DIR --collection NAME-small --chunk-size N`` with N
     three quarters (and five quarters) of the default, then the set asked of it with the
     real models.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+import pytest
+
 from graph.checks.explain import reason
 from graph.checks.judgement import judge
 from graph.checks.pipeline import CHECKS, Bars, Case, Check, Finding, run_checks
@@ -33,29 +35,60 @@ def test_a_quote_states_a_statement_only_with_its_literals_and_its_relation():
     assert not quote_states("The server restarts itself every night", SERVER)
 
 
-def test_a_statement_restating_the_question_needs_its_relation_said_of_the_literal():
-    # privoxy dev: a configuration example is not the default
-    question = "What is the default value of max-client-connections?"
-    answer = "The default value of max-client-connections is 256."
-    assert not quote_states(answer, "max-client-connections 256", question)
-    assert quote_states(answer, "The default value of max-client-connections is 256.", question)
-    # kea dev: a list naming the variable does not say it is the one asked about
-    question = "Which environment variable sets that early logging output to a file?"
-    answer = "The variable that sets the early logging output to a file is KEA_LOCKFILE_DIR."
-    listed = "These variables control logging during startup: KEA_LOCKFILE_DIR"
-    assert not quote_states(answer, listed, question)
-    # the relation may stand in another part of the sentence, not in a rival's part
-    question = "Which input option works like -ss but relative to the end of file?"
-    answer = "The -sseof option works like -ss but relative to the end of file."
-    said = '-sseof position (input) Like the -ss option but relative to the "end of file".'
-    assert quote_states(answer, said, question)
-    rival = "-sseof position (input). -ss position works like -to relative to the end of file."
-    assert not quote_states(answer, rival, question)
-    # words about the source ("the manual says") are not the relation
-    question = "What line does the manual say to add to /etc/rc.conf?"
-    answer = "The manual says to add \"privoxy_enable='YES'\" to /etc/rc.conf."
-    quote = "To start Privoxy upon booting, add \"privoxy_enable='YES'\" to /etc/rc.conf."
-    assert quote_states(answer, quote, question)
+SSEOF_Q = "Which input option works like -ss but relative to the end of file?"
+SSEOF_A = "The -sseof option works like -ss but relative to the end of file."
+RC_Q = "What line does the manual say to add to /etc/rc.conf?"
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "quote", "stated"),
+    [
+        # privoxy dev: a configuration example is not the default
+        (
+            "What is the default value of max-client-connections?",
+            "The default value of max-client-connections is 256.",
+            "max-client-connections 256",
+            False,
+        ),
+        (
+            "What is the default value of max-client-connections?",
+            "The default value of max-client-connections is 256.",
+            "The default value of max-client-connections is 256.",
+            True,
+        ),
+        # kea dev: a list naming the variable does not say it is the one asked about
+        (
+            "Which environment variable sets that early logging output to a file?",
+            "The variable that sets the early logging output to a file is KEA_LOCKFILE_DIR.",
+            "These variables control logging during startup: KEA_LOCKFILE_DIR",
+            False,
+        ),
+        # the relation may stand in another part of the sentence, not in a rival's part
+        (
+            SSEOF_Q,
+            SSEOF_A,
+            '-sseof position (input) Like the -ss option but relative to the "end of file".',
+            True,
+        ),
+        (
+            SSEOF_Q,
+            SSEOF_A,
+            "-sseof position (input). -ss position works like -to relative to the end of file.",
+            False,
+        ),
+        # words about the source ("the manual says") are not the relation
+        (
+            RC_Q,
+            "The manual says to add \"privoxy_enable='YES'\" to /etc/rc.conf.",
+            "To start Privoxy upon booting, add \"privoxy_enable='YES'\" to /etc/rc.conf.",
+            True,
+        ),
+    ],
+)
+def test_a_statement_restating_the_question_needs_its_relation_said_of_the_literal(
+    question, answer, quote, stated
+):
+    assert quote_states(answer, quote, question) is stated
 
 
 def test_light_words_around_a_statement_need_no_quote():
