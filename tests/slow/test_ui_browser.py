@@ -226,8 +226,10 @@ def test_the_prompt_panel_says_how_the_answer_renumbered_its_passages(ui, browse
 
 
 def shown_words(markdown: str) -> list[str]:
-    """An answer's words as its rendered page shows them: without list bullets."""
-    return [word for word in markdown.split() if word not in ("-", "*", "+")]
+    """An answer's words as its rendered page shows them: without list bullets, and
+    inline code without its backticks (the page renders `x` as <code>x</code>)."""
+    words = markdown.replace("`", "").split()
+    return [word for word in words if word not in ("-", "*", "+")]
 
 
 def test_ask_open_citation_and_prompt_then_flag(ui, browser):
