@@ -191,27 +191,35 @@ def qualifiers_missing(question: str, text: str) -> list[str]:
 
 
 def _blocks(text: str) -> tuple[list[str], list[str]]:
-    """Split Markdown into prose blocks and the bodies of fenced code blocks.
+    """Split Markdown into prose blocks and the bodies of fenced code blocks, at the
+    blocks ``_fenced_spans`` finds (the module's one fence rule).
 
     A fence closes only with the same character, at least as many of them and no info
     string; an answer cut off inside a block (a truncated answer) is code to its end.
     """
     prose: list[str] = []
     code: list[str] = []
-    lines: list[str] = []
-    fence = ""
-    for line in text.splitlines():
-        found = _FENCE.fullmatch(line)
-        if not fence and found:
-            prose.append("\n".join(lines))
-            lines, fence = [], found["fence"]
-        elif fence and _closes(found, fence):
-            code.append("\n".join(lines))
-            lines, fence = [], ""
-        else:
-            lines.append(line)
-    (code if fence else prose).append("\n".join(lines))
+    last = 0
+    for start, end in _fenced_spans(text):
+        prose.append(_lines_between(text, last, start))
+        lines = text[start:end].splitlines()
+        opening = _FENCE.fullmatch(lines[0])
+        closed = (
+            len(lines) > 1 and opening and _closes(_FENCE.fullmatch(lines[-1]), opening["fence"])
+        )
+        code.append("\n".join(lines[1:-1] if closed else lines[1:]))
+        last = end
+        if not closed:
+            return prose, code
+    prose.append(_lines_between(text, last, len(text)))
     return prose, code
+
+
+def _lines_between(text: str, start: int, end: int) -> str:
+    """The lines of ``text[start:end]``, joined by newlines; after a block (``start`` > 0)
+    without the line break that ends its closing fence."""
+    lines = text[start:end].splitlines()
+    return "\n".join(lines[1:] if start else lines)
 
 
 def _closes(found: re.Match[str] | None, fence: str) -> bool:
