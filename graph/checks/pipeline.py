@@ -35,7 +35,7 @@ docstring says what it asks, and each that runs adds a ``CheckResult`` to the ve
    An answer the order of its passages changes is a guess.
 5. Below the threshold, a full answer may still be verified by two readings that agree
    (``own_answer``): the verifier, not shown the draft, answers the question from every
-   passage the generator read, in reverse order, in a few copied words. When the draft
+   passage the generator read, in its order, in a few copied words. When the draft
    states that answer (``own_answer_agrees``) and the verifier gave that answer's first
    word at least ``verify_own_answer_sure`` of its probability (``sure_enough``: four of
    the five wrong answers agreement verified on thirteen dev halves were read at 0.37-

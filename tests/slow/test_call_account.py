@@ -58,3 +58,35 @@ def test_a_streamed_answer_reports_its_reuse():
     reused = usage["input_token_details"]["cache_read"]
     assert 300 < reused < usage["input_tokens"]
     assert usage["output_tokens"] > 0
+
+
+
+def test_a_context_another_call_overwrote_is_restored_with_the_same_reading():
+    """The own answer's case: the generator's context, then the verifier's, then the
+    generator's again (tools/models/kv_states.py). The reading is the one the model gives
+    when nothing came between (it then reuses the same prefix from its live cache)."""
+    llm = chat_model(load_settings(), "verifier")
+    loaded = shared_model(llm.model_path, llm.n_ctx, llm.n_threads)
+    reading = {"logprobs": True, "top_logprobs": 5, "max_tokens": 3}
+    other = "\n".join(f"[{n}] Port {n} serves protocol p{n}." for n in range(1, 25))
+    first = [SystemMessage(PREFIX), HumanMessage("What is option_2?")]
+    again = [SystemMessage(PREFIX), HumanMessage("Which option defaults to 63? Name it.")]
+
+    def read_again(*before: list) -> tuple[dict, int, dict]:
+        with loaded.lock:  # an empty cache and no saved state
+            loaded.llama.reset()
+            loaded.states.saved.clear()
+        for messages in before:
+            llm.invoke(messages)
+        from llama_cpp import llama_cpp
+
+        llama_cpp.llama_perf_context_reset(loaded.llama._ctx.ctx)
+        reply = llm.bind(**reading).invoke(again)
+        perf = llama_cpp.llama_perf_context(loaded.llama._ctx.ctx)
+        return reply.usage_metadata, perf.n_p_eval, reply.response_metadata["logprobs"]
+
+    usage, evaluated, restored = read_again(first, [SystemMessage(other), HumanMessage("p3?")])
+    reused = usage["input_token_details"]["cache_read"]
+    assert reused > 300
+    assert usage["input_tokens"] - reused == evaluated > 1
+    assert read_again(first)[2] == restored

@@ -30,6 +30,7 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
 from tools.errors import GenerationCancelled, LLMTimeoutError, ModelOutputError
+from tools.models.kv_states import KVStates
 from tools.sanitize import strip_template_tokens
 
 _REGISTRY_LOCK = threading.Lock()
@@ -60,6 +61,7 @@ class _Loaded:
         )
         self.load_seconds = time.perf_counter() - started
         self.lock = threading.Lock()
+        self.states = KVStates()
 
 
 def shared_model(path: str, n_ctx: int, n_threads: int) -> _Loaded:
@@ -250,6 +252,8 @@ class ChatLocalLlama(BaseChatModel):
         produced = 0
         with self._generating(loaded, deadline) as cancelled:
             prompt = _prompt_tokens(loaded.llama, messages)
+            if prompt is not None:
+                loaded.states.restore_for(loaded.llama, prompt)
             reused = None if prompt is None else reused_tokens(loaded.llama, prompt)
             stream = loaded.llama.create_chat_completion(
                 messages=_to_llama_messages(messages),
@@ -269,6 +273,7 @@ class ChatLocalLlama(BaseChatModel):
                         yield text
             finally:
                 stream.close()
+            loaded.states.save(loaded.llama)
             # the cache now holds the prompt the chat handler made, then what was
             # generated: if that prompt is not the one tokenised here, the reuse is unknown
             n_prompt = max(loaded.llama.n_tokens - produced, 0)
@@ -306,6 +311,7 @@ class ChatLocalLlama(BaseChatModel):
                 raise ModelOutputError(
                     f"{self.model_name}: no chat template, no token probabilities"
                 )
+            loaded.states.restore_for(llama, tokens)
             reused = reused_tokens(llama, tokens)
             steps = llama.generate(tokens, temp=0.0)
             try:
@@ -347,6 +353,7 @@ class ChatLocalLlama(BaseChatModel):
                         break
             finally:
                 steps.close()
+            loaded.states.save(llama)
         message = AIMessage(
             content=text,
             usage_metadata=_usage(len(tokens), len(content), reused),
