@@ -230,14 +230,15 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def summary(load, questions, runs, paths, args) -> dict:
-    """Medians per side, and the paired ratio of the whole answer with its interval."""
+    """Medians per side, and the paired ratios of the whole answer, its CPU time and the
+    first token, each with its interval."""
     n = len(questions)
     row: dict = {"load": load}
     for key in ("first_token_s", "whole_s", "cpu_s", "evidence_s", "prompt_chars", "verified"):
         for side in ("new", "base"):
             row[f"{side}_{key}"] = round(statistics.median(r[key] for r in runs[side]), 2)
     row["whole_median_ratio"] = round(row["new_whole_s"] / row["base_whole_s"], 3)
-    for key in ("whole", "cpu"):
+    for key in ("whole", "cpu", "first_token"):
         ratio, interval, each = paired_ratio(runs, f"{key}_s", n)
         row[f"{key}_ratio"], row[f"{key}_ratio_95"] = ratio, interval
         row[f"per_question_{key}_ratio"] = each
@@ -300,6 +301,11 @@ def comparison_table(report: dict, max_ratio: float) -> str:
             f"{row['whole_median_ratio']}); upper end {verdict}"
         )
         lines.append(f"  per question: {row['per_question_whole_ratio']}")
+        first = row["first_token_ratio_95"] or ["-", "-"]
+        lines.append(
+            f"  first token, new/baseline = {row['first_token_ratio']} (95% interval "
+            f"{first[0]}-{first[1]}); per question: {row['per_question_first_token_ratio']}"
+        )
         cpu = row["cpu_ratio_95"] or ["-", "-"]
         lines.append(
             f"  CPU time of the answering process (less moved by other users' load), "

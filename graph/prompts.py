@@ -138,8 +138,9 @@ CHOOSE = Prompt(
 
 # The verifier's own answer: the question without the draft, over every passage the
 # generator read, in the generator's context message (v2; v1 read them in reverse
-# order, computing them all again: graph/checks/readings.py). When the draft states it, two readings of the
-# passages agree, and a lower confidence suffices (the own_answer check, graph/checks/).
+# order, computing them all again: graph/checks/readings.py). When the draft states it,
+# two readings of the passages agree, and a lower confidence suffices (the own_answer
+# check, graph/checks/).
 # Also the generator's third look, after two NOT_FOUNDs (graph/nodes.py): pointing at a
 # passage ("[2] [3]") where copying its words finds the answer.
 OWN_ANSWER = Prompt(

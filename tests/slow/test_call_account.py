@@ -60,7 +60,6 @@ def test_a_streamed_answer_reports_its_reuse():
     assert usage["output_tokens"] > 0
 
 
-
 def test_a_context_another_call_overwrote_is_restored_with_the_same_reading():
     """The own answer's case: the generator's context, then the verifier's, then the
     generator's again (tools/models/kv_states.py). The reading is the one the model gives

@@ -48,24 +48,24 @@ def states(**kw) -> KVStates:
 
 def test_a_prompt_gets_the_earlier_context_another_call_overwrote():
     llama, saved = HeldTokens(), states()
-    llama.evaluate(CONTEXT_A + [1, 2])
+    llama.evaluate([*CONTEXT_A, 1, 2])
     saved.save(llama)
-    llama.evaluate(CONTEXT_B + [3])
+    llama.evaluate([*CONTEXT_B, 3])
     saved.save(llama)
-    prompt = CONTEXT_A + [7, 8, 9]
+    prompt = [*CONTEXT_A, 7, 8, 9]
     assert saved.restore_for(llama, prompt) == 60 - 10  # the 10 shared with B were held
     assert llama.n_tokens == 62 and common_prefix(llama.input_ids[:62], prompt) == 60
-    assert llama.cells == bytes(str(CONTEXT_A + [1, 2]), "ascii")
+    assert llama.cells == bytes(str([*CONTEXT_A, 1, 2]), "ascii")
     assert llama._requires_eval  # the restored state has no logits to sample from
 
 
-@pytest.mark.parametrize("held", [CONTEXT_A + [5], CONTEXT_A[:40]])
+@pytest.mark.parametrize("held", [[*CONTEXT_A, 5], CONTEXT_A[:40]])
 def test_nothing_is_loaded_unless_it_spares_enough(held):
     llama, saved = HeldTokens(), states()
-    llama.evaluate(CONTEXT_A + [1])
+    llama.evaluate([*CONTEXT_A, 1])
     saved.save(llama)
     llama.evaluate(held)
-    assert saved.restore_for(llama, CONTEXT_A + [9]) == 0
+    assert saved.restore_for(llama, [*CONTEXT_A, 9]) == 0
     assert llama.n_tokens == len(held)
 
 
@@ -73,7 +73,7 @@ def test_a_state_that_extends_a_saved_one_replaces_it_and_only_the_newest_are_ke
     llama, saved = HeldTokens(), states(keep=2)
     llama.evaluate(CONTEXT_A)
     saved.save(llama)
-    llama.evaluate(CONTEXT_A + [1, 2, 3])
+    llama.evaluate([*CONTEXT_A, 1, 2, 3])
     saved.save(llama)
     assert [len(s.tokens) for s in saved.saved] == [63]
     for start in (700, 800):
@@ -98,5 +98,5 @@ def test_a_state_llama_cpp_refuses_leaves_nothing_half_loaded():
     llama.evaluate(CONTEXT_A)
     saved.save(llama)
     llama.evaluate(CONTEXT_B)
-    assert saved.restore_for(llama, CONTEXT_A + [1]) == 0
+    assert saved.restore_for(llama, [*CONTEXT_A, 1]) == 0
     assert llama.n_tokens == 0  # computed in full, from an empty cache
