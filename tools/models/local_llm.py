@@ -5,7 +5,9 @@ Why our own wrapper: we need one loaded model per process shared by every role
 not re-entrant, so calls are serialised by a per-model lock), a deadline that
 actually stops generation, token usage on every call (Langfuse shows it, and the
 answer's account of its calls: tools/models/metered.py), with the prompt tokens the KV
-cache served, and grammar-constrained JSON so structured outputs always parse.
+cache served, the recent calls' states kept so that a prompt starting like any of them
+computes only what is new (tools/models/kv_states.py), and grammar-constrained JSON so
+structured outputs always parse.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
 from tools.errors import GenerationCancelled, LLMTimeoutError, ModelOutputError
-from tools.models.kv_states import KVStates
+from tools.models.kv_states import KVStates, common_prefix
 from tools.sanitize import strip_template_tokens
 
 _REGISTRY_LOCK = threading.Lock()
@@ -155,12 +157,7 @@ def reused_tokens(llama: Any, prompt: Sequence[int]) -> int:
     call on this model), less one when the whole prompt matches (its last token is
     computed again for fresh logits), unless the cache holds exactly the prompt and its
     logits are live (nothing to compute)."""
-    cached = llama._input_ids[: llama.n_tokens]
-    same = 0
-    for have, want in zip(cached, prompt, strict=False):
-        if have != want:
-            break
-        same += 1
+    same = common_prefix(llama._input_ids[: llama.n_tokens], prompt)
     if same < len(prompt) or same == 0:
         return same
     exact = llama.n_tokens == len(prompt) and not getattr(llama, "_requires_eval", True)
