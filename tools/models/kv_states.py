@@ -102,9 +102,13 @@ class KVStates:
         """Load the saved state sharing the longest prefix with ``prompt``, when it shares
         at least ``min_gain`` tokens more than what ``llama`` holds now; how many tokens
         the load spares (0: nothing loaded)."""
+        if not self.saved:
+            return 0
         held = common_prefix(llama.input_ids[: llama.n_tokens], prompt)
-        best = max(self.saved, key=lambda s: common_prefix(s.tokens, prompt), default=None)
-        if best is None or common_prefix(best.tokens, prompt) - held < self.min_gain:
+        shared, best = max(
+            ((common_prefix(s.tokens, prompt), s) for s in self.saved), key=lambda pair: pair[0]
+        )
+        if shared - held < self.min_gain:
             return 0
         if not self.write(llama, best.cells):
             llama.reset()  # nothing half-loaded stays: the prompt is computed in full
@@ -112,4 +116,4 @@ class KVStates:
         llama.input_ids[: len(best.tokens)] = best.tokens
         llama.n_tokens = len(best.tokens)
         llama._requires_eval = True  # no live logits: generate recomputes the last token
-        return common_prefix(best.tokens, prompt) - held
+        return shared - held
