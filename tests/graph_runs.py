@@ -8,11 +8,12 @@ all. Every real-model graph test runs through ``run_graph``, so a fault fails it
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from graph import build_graph
+from graph import build_graph, config_for
 from graph.run import Node, run_of
 from graph.services import Services
 
@@ -46,3 +47,14 @@ def run_graph(state: dict[str, Any], config: RunnableConfig, context: Any = None
 def call_node(node: Node, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
     """One node on its own, with the run it would get inside the graph."""
     return node(state, run_of(state, config, None, SERVICES))  # type: ignore[arg-type]
+
+
+# Generous deadline: CI machines are shared and noisy. Otherwise the defaults, k too (with
+# k=4 the install question's outcome flipped on another CPU: issue 38).
+RUN = {"llm_timeout_s": 900}
+
+
+def ask(data_dir: Path, question: str, **state: Any) -> dict[str, Any]:
+    """``question`` asked of the collection in ``data_dir`` (the slow tests' ``data_dir``
+    fixture: the frozen docs), with ``RUN``'s settings, through ``run_graph``."""
+    return run_graph({"question": question, **state}, config_for(data_dir=data_dir, **RUN))

@@ -1,10 +1,12 @@
-"""Fixtures shared by the slow tests that drive a real browser."""
+"""Fixtures shared by the slow tests: a real browser, and the frozen docs ingested."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from tests.corpus import FROZEN_DOCS
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, from scripts/install_browser.sh
 CHROMIUM_ARGS = [
@@ -32,3 +34,22 @@ def browser():
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """A data directory whose default collection holds the frozen copy of the docs
+    (tests/corpus/), ingested with the real embedder, once per test module."""
+    from ingest.pipeline import IngestOptions, Ingestor
+    from tools.config import load_settings
+    from tools.models.factory import embeddings
+    from tools.store.collection import Collection
+
+    path = tmp_path_factory.mktemp("data")
+    settings = load_settings({"data_dir": path})
+    collection = Collection(settings, create=True)
+    report = Ingestor(
+        settings, collection, embeddings(settings), IngestOptions(), progress=False
+    ).run([FROZEN_DOCS])
+    assert report.chunks_added > 0 and not report.skipped
+    return path

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graph.checks.support import quote_states
-from tests.slow.test_graph_real import ask, data_dir  # noqa: F401 (the module's fixture)
+from tests.graph_runs import ask
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ DEMO = re.search(r"DEMO_QUESTION \?= (.+)", (ROOT / "Makefile").read_text())
 NINE = [DEMO[1].strip(), *QUESTIONS]
 
 
-def test_most_docs_questions_are_verified_each_by_quotes_stating_them(data_dir):  # noqa: F811
+def test_most_docs_questions_are_verified_each_by_quotes_stating_them(data_dir):
     verified = []
     for question in NINE:
         out = ask(data_dir, question)

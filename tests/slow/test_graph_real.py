@@ -11,38 +11,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from evaluation import guard as guard_bench
 from graph import config_for, nodes
-from ingest.pipeline import IngestOptions, Ingestor
-from tests.corpus import FROZEN_DOCS
-from tests.graph_runs import call_node, run_graph
+from tests.graph_runs import RUN, ask, call_node, run_graph
 from tests.llama_server import LlamaServer
-from tools.config import Settings, load_settings
-from tools.models.factory import embeddings
+from tools.config import Settings
 from tools.models.local_assets import resolve_gguf
-from tools.store.collection import Collection
 
 pytestmark = pytest.mark.slow
-CORPUS = FROZEN_DOCS
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data")
-    settings = load_settings({"data_dir": path})
-    collection = Collection(settings, create=True)
-    report = Ingestor(
-        settings, collection, embeddings(settings), IngestOptions(), progress=False
-    ).run([CORPUS])
-    assert report.chunks_added > 0 and not report.skipped
-    return path
-
-
-# Generous deadline: CI machines are shared and noisy. Otherwise the defaults, k too (with
-# k=4 the install question's outcome flipped on another CPU: issue 38).
-RUN = {"llm_timeout_s": 900}
-
-
-def ask(data_dir, question, **state):
-    return run_graph({"question": question, **state}, config_for(data_dir=data_dir, **RUN))
 
 
 def test_the_demo_question_is_answered_right_and_never_verified_wrong(data_dir):
