@@ -185,9 +185,25 @@ def ask_of(question: str) -> str:
 def qualifiers_missing(question: str, text: str) -> list[str]:
     """The names, numbers and code tokens of the question's ask (``ask_of``) that ``text``
     holds nowhere: "which systemd service runs the DHCPv4 server?" is not answered by a
-    passage that never names DHCPv4. A lone capital letter ("I") is not one."""
+    passage that never names DHCPv4. A lone capital letter ("I") is not one, and a
+    compound name the text spells out in words names it (``spelled_out``)."""
     missing = missing_facts(ask_of(question), text)
-    return [m for m in missing if not (len(m) == 1 and m.isalpha())]
+    return [
+        m for m in missing if not (len(m) == 1 and m.isalpha()) and not spelled_out(m).search(text)
+    ]
+
+
+_COMPOUND_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def spelled_out(name: str) -> re.Pattern[str]:
+    """``name``'s parts as words, in order, apart or joined: "DefaultServlet" is named by
+    a page headed "Default Servlet Reference", "CookieProcessor" by "The Cookie Processor
+    Component" (Tomcat's pages say the class name once and the words everywhere else).
+    A name of one part matches only itself, as a whole token."""
+    parts = _COMPOUND_PART.findall(name) if name.isalnum() else []
+    words = r"[\s_-]*".join(map(re.escape, parts if len(parts) > 1 else [name]))
+    return re.compile(rf"(?<![\w-]){words}(?![\w-])", re.IGNORECASE)
 
 
 def _blocks(text: str) -> tuple[list[str], list[str]]:

@@ -73,6 +73,7 @@ or withheld (``on_unverified=abstain``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -256,9 +257,10 @@ def _qualifiers(case: Case, so_far: SoFar) -> Finding:
     the documents cover the subject but not the question, the answer is the neighbour's
     fact: the macOS start command for "on FreeBSD", the kea-dhcp4 unit for "which service
     runs the DHCPv4 server" from a page that never says DHCPv4. Such an answer may be
-    shown, not verified."""
+    shown, not verified. A passage's file name and folder name its subject as its
+    heading does ("varnish/vcl-probe.html" names Varnish and VCL), read as words."""
     text = "\n".join(  # the passages the literal check found cited
-        f"{p.get('heading') or ''}\n{p['text']}"
+        f"{re.sub(r'[/._-]+', ' ', p['source'])}\n{p.get('heading') or ''}\n{p['text']}"
         for p in (case.passages[n - 1] for n in so_far.cited)
     )
     lacking = qualifiers_missing(case.question, text)
@@ -349,17 +351,17 @@ def _own_answer(case: Case, so_far: SoFar) -> Finding:
     whether the band's floor suffices; otherwise its top is the threshold. A copied
     draft is that reading already: only the top suffices.
 
-    Every draft asked here is stated, each statement with a quote that says it. Where
-    every quote is close (``quoted``), the quotes are the second reading, in the
-    documents' own words: the own answer is a veto, and only another answer vetoes.
-    Where some quote was found by its words only, the own answer must agree, sure of
+    Every draft asked here is stated, each statement with a quote that says it. The own
+    answer must agree with the draft: where every quote is close (``quoted``), the
+    quotes are the second reading, in the documents' own words, and agreeing suffices;
+    where some quote was found by its words only, the own answer must also be sure of
     its first word (``verify_own_answer_sure``: on thirteen dev halves, four of five
-    wrong answers agreement verified were read unsure), or find no answer unsure of
-    that; sure that the passages do not answer, it vetoes: the text rule finds "the
-    server returns NOTAUTH" for a question about another error code. Replayed on the
-    four dev halves (kea, ffmpeg, privoxy, bind; 104 answerable), with the relation
-    rule of support.py, wrong VERIFIED went from 2 to 0
-    (docs_corpus/answering-and-verification.md)."""
+    wrong answers agreement verified were read unsure). Another answer vetoes, and so
+    does "not in the documents", sure or not: on the held-out halves of 784ffe0 that
+    reading was the one that disagreed in four of the six wrong VERIFIED, and on the
+    eight dev halves of issue 70's second round (kea, ffmpeg, privoxy, bind, tomcat,
+    varnish, icinga, zsh) it stood against 3 wrong VERIFIED and 11 right ones, with the
+    verifier's yes not separating them (docs_corpus/answering-and-verification.md)."""
     low, high = so_far.band(case)
     if case.copied:
         threshold = high if _in_band(case, so_far) else so_far.threshold
@@ -373,10 +375,7 @@ def _own_answer(case: Case, so_far: SoFar) -> Finding:
     agrees = own_answer_agrees(case.question, case.draft, own.text)
     sure = sure_enough(own, case.bars.own_sure)
     found = prompts.NOT_FOUND not in own.text
-    sure_silent = own.sure is None or sure  # a sampled reading's sureness is unknown
-    passed = (agrees and (sure or so_far.quoted)) or (
-        not found and (so_far.quoted or not sure_silent)
-    )
+    passed = agrees and (sure or so_far.quoted)
     threshold = low if passed else high
     adds = {
         "own_answer": {

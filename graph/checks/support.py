@@ -58,6 +58,9 @@ CLOSEST = 3
 _PARTS = re.compile(r";|\s(?:but|while|whereas)\s|(?<=[.!?])\s+", re.IGNORECASE)
 
 _CODE_BLOCK = re.compile(FENCE_OPENING.pattern, re.MULTILINE)
+# A quote that is one list item ("- name - what it does. Default is 5.") or one table row
+# ("name | what it does | 5"): a single line, so it is about one subject.
+_ONE_ITEM = re.compile(r"\s*(?:(?:[-*+]|\d+[.)])\s.*|[^\n]*\s\|\s[^\n]*)\Z")
 
 # ``found_by`` of a quote the embedder put within ``EMBEDDING_STATES`` of its clause
 BY_EMBEDDING = "embedding"
@@ -127,7 +130,11 @@ def _relation(clause: str, question: str) -> set[str]:
 def _parts(quote: str) -> list[str]:
     """``quote`` cut where it starts saying something else (``_PARTS``), never inside
     parentheses: "builds it once (about four minutes; the wheel is kept in `~/.cache`),
-    installs ..." is one sentence about one subject."""
+    installs ..." is one sentence about one subject. So is one list item or table row:
+    "- stderrTimeout - The time (in milliseconds) to wait ... Default is 2000." says both
+    of its head term."""
+    if _ONE_ITEM.match(quote):
+        return [quote]
     depth, masked = 0, []
     for ch in quote:
         depth += (ch == "(") - (ch == ")" and depth > 0)

@@ -522,3 +522,18 @@ def test_a_numbered_list_is_checked_by_its_items_not_their_numbers():
     passage = [{"text": "Go to the root and run make demo to install."}]
     assert citation_problems(answer, passage).unsupported == []
     assert missing_facts("1. Set RAG_K to 4.", "RAG_K is 5") == ["4"]  # a fact still counts
+
+
+def test_a_compound_name_is_named_by_a_heading_that_spells_it_out():
+    from tools.text import qualifiers_missing
+
+    question = "Which DefaultServlet parameter makes the listing sorted?"
+    heading = "Apache Tomcat 10 > Default Servlet Reference > What can I change?\n"
+    assert qualifiers_missing(question, heading + "sortListings sorts the listing") == []
+    assert qualifiers_missing(question, "sortListings sorts the listing") == ["DefaultServlet"]
+    # the words must come in order and as whole words: other words between, or a longer
+    # word, do not name it
+    assert qualifiers_missing(question, "the default JSP servlet") == ["DefaultServlet"]
+    assert qualifiers_missing(question, "DefaultServletX") == ["DefaultServlet"]
+    # a name of one part is still looked for as itself: PUT is not in "output"
+    assert qualifiers_missing("Which parameter rejects PUT?", "output rejected") == ["PUT"]

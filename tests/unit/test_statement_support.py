@@ -190,3 +190,19 @@ def test_a_check_added_by_the_recipe_runs_is_reported_and_explained():
     }
     assert not verdict["grounded"]
     assert reason(dict(verdict), PASSAGES).startswith("The answer names port 8123")
+
+
+def test_one_list_item_or_table_row_says_all_it_says_of_its_head_term():
+    question = "How many milliseconds does the CGI servlet wait for stderr to finish?"
+    clause = "The CGI servlet waits for stderr reading to complete for 2000 milliseconds."
+    item = (
+        "- stderrTimeout - The time (in milliseconds) to wait for the reading of stderr to "
+        "complete before terminating the CGI process. Default is 2000."
+    )
+    assert quote_states(clause, item, question)
+    row = "stderrTimeout | The time to wait for the reading of stderr to complete | 2000"
+    assert quote_states(clause, row, question)
+    # two sentences that are not one item are still two subjects: the one naming 2000
+    # says nothing of completing
+    prose = "The time to wait for the reading of stderr to complete. Default is 2000."
+    assert not quote_states(clause, prose, question)

@@ -298,9 +298,9 @@ def close(texts: list[str]) -> list[list[float]]:
 @pytest.mark.parametrize(
     ("own", "sure", "quoted", "unquoted"),
     [
-        # found nothing: the quotes suffice, unless, found by words only, it was sure
-        (prompts.NOT_FOUND, 0.2, True, True),
-        (prompts.NOT_FOUND, 0.9, True, False),
+        # found nothing: a veto, sure or not, quoted close or not (issue 70)
+        (prompts.NOT_FOUND, 0.2, False, False),
+        (prompts.NOT_FOUND, 0.9, False, False),
         # agreed: by words only, it must be sure of it
         ("5", 0.2, True, False),
         ("5", 0.9, True, True),
@@ -429,3 +429,9 @@ def test_an_answer_whose_passage_never_names_the_asked_qualifier_is_not_verified
         "We run version 2 of the retriever. What is the default k?", "`k` defaults to 5 [1]."
     )
     assert verdict["unnamed"] == [] and verdict["grounded"] is True
+    # the passage's file name names its subject as a heading does: retrieval.md is
+    # about the Retrieval the question names, though its sentence never says so
+    verdict = _checked("What is the default k of Retrieval?", "`k` defaults to 5 [1].")
+    assert verdict["unnamed"] == [] and verdict["grounded"] is True
+    verdict = _checked("What is the default k of Reranking?", "`k` defaults to 5 [1].")
+    assert verdict["unnamed"] == ["Reranking"] and verdict["grounded"] is False
