@@ -55,9 +55,9 @@ docstring says what it asks, and each that runs adds a ``CheckResult`` to the ve
    wrong answers in the band where this reading agreed with 1. Every draft that gets
    here is stated (``stated``: each statement has a quote saying it). Where every
    quote is close (``quoted``: the embedder puts it within ``EMBEDDING_STATES``), the
-   quotes are the second reading and the own answer only a veto, naming another
-   answer. Where some quote was found by its words only, the own answer must agree,
-   sure enough, or find no answer without being sure of that.
+   quotes are the second reading and the own answer must agree; where some quote was
+   found by its words only, it must agree, sure enough. Naming another answer, or
+   none ("not in the documents"), it vetoes.
 
 A short answer (``answer_style = "short"``) promises an exact phrase copied from the
 passage, so each of its clauses must occur there word for word (a quote is checkable by
