@@ -188,22 +188,23 @@ def qualifiers_missing(question: str, text: str) -> list[str]:
     passage that never names DHCPv4. A lone capital letter ("I") is not one, and a
     compound name the text spells out in words names it (``spelled_out``)."""
     missing = missing_facts(ask_of(question), text)
-    return [
-        m for m in missing if not (len(m) == 1 and m.isalpha()) and not spelled_out(m).search(text)
-    ]
+    return [m for m in missing if not (len(m) == 1 and m.isalpha()) and not spelled_out(m, text)]
 
 
 _COMPOUND_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
-def spelled_out(name: str) -> re.Pattern[str]:
-    """``name``'s parts as words, in order, apart or joined: "DefaultServlet" is named by
-    a page headed "Default Servlet Reference", "CookieProcessor" by "The Cookie Processor
-    Component" (Tomcat's pages say the class name once and the words everywhere else).
-    A name of one part matches only itself, as a whole token."""
+def spelled_out(name: str, text: str) -> bool:
+    """Whether ``text`` names the compound ``name`` by its parts as words, in order,
+    apart or joined: "DefaultServlet" is named by a page headed "Default Servlet
+    Reference", "CookieProcessor" by "The Cookie Processor Component" (Tomcat's pages
+    say the class name once and the words everywhere else). A name of one part is not a
+    compound: only ``missing_facts``' own token rule finds it."""
     parts = _COMPOUND_PART.findall(name) if name.isalnum() else []
-    words = r"[\s_-]*".join(map(re.escape, parts if len(parts) > 1 else [name]))
-    return re.compile(rf"(?<![\w-]){words}(?![\w-])", re.IGNORECASE)
+    if len(parts) < 2:
+        return False
+    words = r"[\s_-]*".join(map(re.escape, parts))
+    return re.search(rf"(?<![\w-]){words}(?![\w-])", text, re.IGNORECASE) is not None
 
 
 def _blocks(text: str) -> tuple[list[str], list[str]]:
