@@ -14,8 +14,8 @@ server/routes.py); the store, crons, assistant writes and thread state writes ar
 refused here too. Where a thread or a run is made, whatever route made it (the v2
 ``commands`` and WebSocket routes fire the same ``threads.create_run``), its limits are
 enforced here: the metadata cap, the run's config keys and message history
-(server/limits.py), and a place among the client's threads and active runs, reserved
-atomically (server/quotas.py).
+(server/limits.py), the bytes the client's records hold, and a place among its threads
+and active runs, reserved atomically (server/quotas.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from server.api_keys import key_of
 from server.limits import run_problem
 from server.quotas import (
     Refusal,
+    check_stored,
     metadata_problem,
     metadata_total_problem,
     records,
@@ -94,6 +95,7 @@ async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, st
     _refused(metadata_problem(value, settings))
     thread_id = str(value.get("thread_id"))
     if await records(settings).thread_metadata(thread_id) is None:  # a new one
+        _refused(await check_stored(ctx.user.identity, settings))
         _refused(await reserve_thread(ctx.user.identity, thread_id, settings))
     return await own_threads(ctx, value)
 
@@ -142,6 +144,7 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
         metadata = await records(settings).thread_metadata(str(thread_id))
         if metadata is not None and metadata.get("owner") != client:
             _refuse(404, f"Thread {thread_id} not found")
+    _refused(await check_stored(client, settings))  # a run adds checkpoints to what it holds
     run_id = str(value.get("run_id") or id(value))
     if thread_id is None or (metadata is None and value.get("if_not_exists") == "create"):
         _refused(await reserve_thread(client, run_id, settings))  # the run makes a thread

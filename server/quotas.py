@@ -150,10 +150,8 @@ def metadata_problem(body: Any, settings: Settings) -> Refusal | None:
     return None
 
 
-def quota_problem(
-    usage: Usage, settings: Settings, *, new_thread: bool, run: bool
-) -> Refusal | None:
-    """The quota a request would break, if any. ``new_thread``: it may create a thread."""
+def stored_problem(usage: Usage, settings: Settings) -> Refusal | None:
+    """The client's records over ``client_max_stored_mb``, if they are."""
     stored_mb = usage.stored_bytes / 1e6
     if stored_mb > settings.client_max_stored_mb:
         return Refusal(
@@ -162,6 +160,21 @@ def quota_problem(
             f"{settings.client_max_stored_mb:g}: delete some (DELETE /threads/ID)",
             STORED_RETRY_AFTER_S,
         )
+    return None
+
+
+async def check_stored(client: str, settings: Settings) -> Refusal | None:
+    """``stored_problem`` read where threads and runs are made (server/auth.py): a route
+    or transport the middleware does not know still stores nothing past the cap."""
+    return stored_problem(await records(settings).usage(client), settings)
+
+
+def quota_problem(
+    usage: Usage, settings: Settings, *, new_thread: bool, run: bool
+) -> Refusal | None:
+    """The quota a request would break, if any. ``new_thread``: it may create a thread."""
+    if refusal := stored_problem(usage, settings):
+        return refusal
     if new_thread and usage.threads >= settings.client_max_threads:
         return _too_many_threads(usage.threads)
     if run and usage.active_runs >= settings.client_max_active_runs:

@@ -155,3 +155,16 @@ def test_a_reservation_counts_until_its_record_exists_and_no_longer(place):
     later = RESERVATION_TTL_S + 0.2
     assert reserve(store, book, "bob", place, "k4", 2, now=later) is None
     assert reserve(store, book, "bob", place, "k5", 2, now=later) is None
+
+
+def test_a_client_over_its_stored_bytes_makes_no_run_or_thread_from_any_route(store, monkeypatch):
+    """The stored-bytes quota is read where runs and threads are made, not only at the door."""
+    monkeypatch.setenv("RAG_CLIENT_MAX_STORED_MB", "0.001")  # 1,000 bytes
+    held = thread("alice")
+    held["values"] = {"answer": "x" * 2000}
+    store["threads"].append(held)
+    on_its_thread = run_start(thread_id=held["thread_id"])
+    for action, value in (("create_run", on_its_thread), ("create", {"thread_id": uuid.uuid4()})):
+        error = refused(action, value)
+        assert error.status_code == 429 and "client_max_stored_mb" in error.detail, error.detail
+    assert asyncio.run(served_events_only(ctx("create_run", "bob"), run_start())) is not None
