@@ -125,27 +125,28 @@ class ReplayChat(BaseChatModel):
     def _llm_type(self) -> str:
         return "replay"
 
-    def _recorded(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage | None:
+    def _recorded(
+        self, messages: list[BaseMessage], kwargs: dict[str, Any]
+    ) -> AIMessage | BaseChatModel:
+        """The recorded reply, or the fallback model that is to make this call."""
         found = self.replies.get(call_key(self.role, messages, kwargs))
-        if found is None:
-            if self.fallback is None:
-                last = messages[-1].text[:120] if messages else ""
-                raise NotRecordedError(f"no recorded {self.role} reply for this call: {last!r}")
-            return None
-        return AIMessage(content=found["content"], response_metadata=found["response_metadata"])
+        if found is not None:
+            return AIMessage(content=found["content"], response_metadata=found["response_metadata"])
+        if self.fallback is None:
+            last = messages[-1].text[:120] if messages else ""
+            raise NotRecordedError(f"no recorded {self.role} reply for this call: {last!r}")
+        return self.fallback
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         reply = self._recorded(messages, kwargs)
-        if reply is None:
-            assert self.fallback is not None
-            reply = self.fallback.invoke(messages, stop=stop, **kwargs)
+        if isinstance(reply, BaseChatModel):
+            reply = reply.invoke(messages, stop=stop, **kwargs)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def _stream(self, messages, stop=None, run_manager=None, **kwargs) -> Iterator:
         reply = self._recorded(messages, kwargs)
-        if reply is None:
-            assert self.fallback is not None
-            for chunk in self.fallback.stream(messages, stop=stop, **kwargs):
+        if isinstance(reply, BaseChatModel):
+            for chunk in reply.stream(messages, stop=stop, **kwargs):
                 if run_manager:
                     run_manager.on_llm_new_token(chunk.text)
                 yield ChatGenerationChunk(message=chunk)
