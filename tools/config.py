@@ -234,7 +234,7 @@ class AnsweringSettings(_Section):
         "against 20.6 s (docs_corpus/answering-and-verification.md).",
     )
     evidence_chars: int = Field(
-        900,
+        1200,
         ge=200,
         le=20000,
         description="Characters of evidence the generator reads with evidence=sentences. "

@@ -33,6 +33,15 @@ KEYWORD_WEIGHT = 1.0
 # characters: with 0, 0.1, 0.2, 0.3 the evidence held the answer for 95, 96, 98, 98 of
 # 104 docs_corpus questions and 24, 24, 23, 23 of 24 on git's manual)
 RANK_WEIGHT = 0.2
+# Past FLOOR_CHARS, a unit is read only when it scores at least SCORE_RATIO of the best
+# unit's score, up to the budget: a question one sentence answers reads little more than
+# that sentence, one whose best units score alike reads them all. On the eight dev
+# halves of issue 71 (208 answerable questions, no LLM), the evidence held a gold answer
+# for 178 with a fixed 900 characters (mean 1,085 read), 171 with a fixed 600 (782) and
+# 178 with this stop under a 1,200 budget (805): the same answers in 26% fewer
+# characters. Ratios 0.6-0.9 and floors 200-450 were tried (docs_corpus/performance.md).
+FLOOR_CHARS = 450
+SCORE_RATIO = 0.8
 GAP = "\n[...]\n"  # between units of one passage that were not adjacent
 # A prose sentence ends at . ! or ? followed by space and a capital, digit, quote, bracket
 # or code; never after "e.g." or "i.e.".
@@ -176,18 +185,25 @@ def select(
     scores: Sequence[float],
     budget_chars: int,
     neighbours: int,
+    floor_chars: int | None = None,
+    ratio: float = 0.0,
 ) -> list[Passage]:
     """The best units, each with ``neighbours`` on either side in its passage, until
-    ``budget_chars``; each passage cut to its chosen units (in reading order), the
-    passages ordered by their best unit. A passage with none is left out."""
+    ``budget_chars``, and past ``floor_chars`` only those scoring at least ``ratio`` of
+    the best (``ratio`` 0: a fixed budget); each passage cut to its chosen units (in
+    reading order), the passages ordered by their best unit. A passage with none is
+    left out."""
     by_passage: dict[int, list[int]] = {}
     for i, unit in enumerate(units):
         by_passage.setdefault(unit.passage, []).append(i)
     chosen: set[int] = set()
     used = 0
     best: dict[int, float] = {}
-    for i in sorted(range(len(units)), key=lambda i: -scores[i]):
-        if used >= budget_chars:
+    ranked = sorted(range(len(units)), key=lambda i: -scores[i])
+    enough = ratio * scores[ranked[0]] if ranked else 0.0
+    floor = budget_chars if floor_chars is None else min(floor_chars, budget_chars)
+    for i in ranked:
+        if used >= budget_chars or (used >= floor and scores[i] < enough):
             break
         unit = units[i]
         siblings = by_passage[unit.passage]
@@ -244,4 +260,5 @@ def evidence_for(
     benchmark (rag eval verifier) both read through this."""
     units = units_of(passages)
     scores = score_units(units, passages, queries, embedder, KEYWORD_WEIGHT)
-    return select(passages, units, scores, budget_chars, neighbours), len(units)
+    kept = select(passages, units, scores, budget_chars, neighbours, FLOOR_CHARS, SCORE_RATIO)
+    return kept, len(units)
