@@ -12,14 +12,16 @@ the pair's right answer (tools/text.missing_facts), so a pair whose answer has n
 is left out. The corpus
 is ingested with the default settings and every question retrieved as the graph
 retrieves it (k passages). Reported per selector setting (keyword weight, character
-budget): the share of questions whose evidence still holds the answer, beside the share
-whose whole passages hold it (the ceiling), and the characters the generator would
+budget, score ratio: 0 for a fixed budget, or the default stop past
+evidence.FLOOR_CHARS): the share of questions whose evidence still holds the answer,
+beside the share whose whole passages hold it (the ceiling), and the characters the generator would
 read, against the whole passages'.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -46,6 +48,8 @@ from tools.text import missing_facts
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 BUDGETS = (600, 900, 1200, 1600)
+# 0: a fixed budget; the default: past evidence.FLOOR_CHARS, only units near the best
+RATIOS = (0.0, evidence.SCORE_RATIO)
 
 
 def main() -> int:
@@ -97,10 +101,11 @@ def main() -> int:
             evidence.score_units(units, ps, [question], embedder, weight)
             for question, _, ps, units in retrieved
         ]
-        for budget in BUDGETS:
+        for budget, ratio in itertools.product(BUDGETS, RATIOS):
             held, chars = [], []
             for (_, gold, ps, units), scores in zip(retrieved, scored, strict=True):
-                kept = evidence.select(ps, units, scores, budget, settings.evidence_neighbours)
+                neighbours, floor = settings.evidence_neighbours, evidence.FLOOR_CHARS
+                kept = evidence.select(ps, units, scores, budget, neighbours, floor, ratio)
                 text = " ".join(p.text for p in kept)
                 held.append(holds(text, gold))
                 chars.append(len(text))
@@ -108,6 +113,7 @@ def main() -> int:
                 {
                     "keyword_weight": weight,
                     "budget_chars": budget,
+                    "score_ratio": ratio,
                     "answer_in_evidence": round(sum(held) / len(held), 3),
                     "of_those_in_passages": round(
                         sum(h for h, c in zip(held, ceiling, strict=True) if c)
@@ -134,11 +140,13 @@ def main() -> int:
         f"in the {settings.k} whole passages for {result['answer_in_passages']:.0%} "
         f"(median {whole_chars:.0f} characters)"
     )
-    print("| keyword weight | budget | answer in evidence | of those in passages | chars |")
-    print("|---|---|---|---|---|")
+    header = ("keyword weight", "budget", "score ratio", "answer in evidence", "of those", "chars")
+    print("| " + " | ".join(header) + " |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['keyword_weight']} | {r['budget_chars']} | {r['answer_in_evidence']:.0%} "
+            f"| {r['keyword_weight']} | {r['budget_chars']} | {r['score_ratio']} "
+            f"| {r['answer_in_evidence']:.0%} "
             f"| {r['of_those_in_passages']:.0%} | {r['median_chars']:.0f} |"
         )
     return 0

@@ -63,6 +63,26 @@ def test_the_best_units_are_kept_in_reading_order_with_a_gap_between():
     assert (kept.start_line, kept.end_line) == (10, 17)
 
 
+def test_past_the_floor_only_units_near_the_best_score_are_read():
+    p = passage()
+    units = evidence.units_of([p])
+    scores = [0.1] * len(units)
+    scores[6], scores[3], scores[5] = 1.0, 0.85, 0.7  # reset, exit code, start
+
+    def read(budget: int, floor: int, ratio: float) -> str:
+        [kept] = evidence.select([p], units, scores, budget, 0, floor, ratio)
+        return kept.text
+
+    # the floor reached with the best unit, only the one scoring 0.8 of it or more follows
+    assert read(1000, 20, 0.8) == read(100, None, 0.0)
+    assert "git bisect start" not in read(1000, 20, 0.8)
+    # below the floor the next best are read whatever their score; the budget still caps
+    assert "git bisect start" in read(1000, 150, 0.8)
+    assert read(30, 20, 0.0) == "# Bisect" + evidence.GAP + "- `git bisect reset` ends it"
+    # ratio 0 is the fixed budget: every unit until the budget is used
+    assert read(1000, 20, 0.0) == read(1000, None, 0.0) == p.text.strip()
+
+
 def test_a_unit_comes_with_its_neighbours_as_the_file_separates_them():
     p = passage()
     units = evidence.units_of([p])
