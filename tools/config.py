@@ -237,17 +237,13 @@ class AnsweringSettings(_Section):
         1200,
         ge=200,
         le=20000,
-        description="Characters of evidence the generator reads with evidence=sentences. "
-        "Of the dev questions whose whole passages held the answer, the evidence held it "
-        "for 96, 98 and 99 of 104 on docs_corpus and 23, 23 and 24 of 24 on git's manual "
-        "at 600, 900 and 1200 characters (bench/bench_evidence.py); each 100 characters "
-        "cost the local generator about 0.3 s before its first token, and the verifier's "
-        "own-answer reading as much again. On five new-documents dev halves (126 answerable "
-        "questions, commit c78fa5e) 600 against 900: the evidence held the answer for 102 "
-        "against 109, 4 false abstentions against 2, 89 right answers against 87, 24 right "
-        "and verified against 23, and answers in 5.0-6.2 s against 6.2-7.0 s (medians per "
-        "half). 600 was the default for one held-out run (rsyslog test half, "
-        "docs_corpus/evaluation.md), where the evidence held the answer for 15 of 26.",
+        description="The most characters of evidence the generator reads with "
+        "evidence=sentences. Past 450 characters a unit is read only when it scores at "
+        "least 0.8 of the best unit (tools/retrieval/evidence.py), so most questions read "
+        "far less. On the eight dev halves of issue 71 (208 answerable questions) the "
+        "evidence held a gold answer for 178 in 805 characters on average, against 178 in "
+        "1,085 with the fixed 900 characters used before and 171 in 782 with a fixed 600 "
+        "(bench/bench_evidence.py); end to end, docs_corpus/performance.md.",
     )
     evidence_neighbours: int = Field(
         1, ge=0, le=3, description="Units kept on each side of a chosen one, for context."
