@@ -269,6 +269,7 @@ def select_evidence(state: State, run: Run) -> dict[str, Any]:
             services.embedder(settings),
             settings.evidence_chars,
             settings.evidence_neighbours,
+            settings.evidence_score_ratio,
         )
     except ModelError as exc:  # selection only narrows: read the whole passages instead
         info = {**(state.get("retrieval") or {}), "evidence_error": str(exc)}

@@ -77,6 +77,7 @@ def passages_read(
             embedder,
             settings.evidence_chars,
             settings.evidence_neighbours,
+            settings.evidence_score_ratio,
         )
         cut = {p.chunk_ids[0]: p for p in kept}
         passages = [cut.get(p.chunk_ids[0], replace(p, text=GAP.strip())) for p in passages]

@@ -234,16 +234,29 @@ class AnsweringSettings(_Section):
         "against 20.6 s (docs_corpus/answering-and-verification.md).",
     )
     evidence_chars: int = Field(
-        1200,
+        900,
         ge=200,
         le=20000,
-        description="The most characters of evidence the generator reads with "
-        "evidence=sentences. Past 450 characters a unit is read only when it scores at "
-        "least 0.8 of the best unit (tools/retrieval/evidence.py), so most questions read "
-        "far less. On the eight dev halves of issue 71 (208 answerable questions) the "
-        "evidence held a gold answer for 178 in 805 characters on average, against 178 in "
-        "1,085 with the fixed 900 characters used before and 171 in 782 with a fixed 600 "
-        "(bench/bench_evidence.py); end to end, docs_corpus/performance.md.",
+        description="Characters of evidence the generator reads with evidence=sentences "
+        "(with evidence_score_ratio, the most it reads). Of the dev questions whose whole "
+        "passages held the answer, the evidence held it for 96, 98 and 99 of 104 on "
+        "docs_corpus and 23, 23 and 24 of 24 on git's manual at 600, 900 and 1200 "
+        "characters (bench/bench_evidence.py); each 100 characters cost the local generator "
+        "about 0.3 s before its first token. 600 was the default for one held-out run "
+        "(rsyslog test half, docs_corpus/evaluation.md), where the evidence held the answer "
+        "for 15 of 26.",
+    )
+    evidence_score_ratio: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="0: read evidence until evidence_chars. Above 0: past 450 characters "
+        "read a unit only when it scores at least this share of the best unit. With 0.8 and "
+        "evidence_chars=1200, on the eight dev halves of issue 71 the evidence held a gold "
+        "answer as often as the fixed 900 (178 of 208) in 805 characters instead of 1,085, "
+        "and bench_ttft's whole checked answer took 0.56 of issue 71's baseline; but 69 "
+        "answers were right and VERIFIED against 73, and fewer than 5 of the 9 docs "
+        "questions (docs_corpus/performance.md, 'Read less evidence').",
     )
     evidence_neighbours: int = Field(
         1, ge=0, le=3, description="Units kept on each side of a chosen one, for context."
@@ -736,6 +749,7 @@ REQUEST_SETTINGS = frozenset(
         "rerank_keep",
         "evidence",
         "evidence_chars",
+        "evidence_score_ratio",
         "evidence_neighbours",
         "answer_style",
         "max_regenerations",

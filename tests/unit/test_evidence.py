@@ -79,8 +79,10 @@ def test_past_the_floor_only_units_near_the_best_score_are_read():
     # below the floor the next best are read whatever their score; the budget still caps
     assert "git bisect start" in read(1000, 150, 0.8)
     assert read(30, 20, 0.0) == "# Bisect" + evidence.GAP + "- `git bisect reset` ends it"
-    # ratio 0 is the fixed budget: every unit until the budget is used
+    # ratio 0 is the fixed budget: every unit until the budget is used, below 0 too
     assert read(1000, 20, 0.0) == read(1000, None, 0.0) == p.text.strip()
+    scores[:] = [-0.5] * len(units)
+    assert read(1000, 20, 0.0) == p.text.strip()
 
 
 def test_a_unit_comes_with_its_neighbours_as_the_file_separates_them():

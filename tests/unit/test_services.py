@@ -66,6 +66,7 @@ def test_a_request_setting_rebuilds_only_what_reads_it(tmp_path):
         "rerank_keep": 3,
         "evidence": "passages",
         "evidence_chars": 500,
+        "evidence_score_ratio": 0.8,
         "evidence_neighbours": 2,
         "answer_style": "short",
         "max_regenerations": 2,

@@ -33,15 +33,14 @@ KEYWORD_WEIGHT = 1.0
 # characters: with 0, 0.1, 0.2, 0.3 the evidence held the answer for 95, 96, 98, 98 of
 # 104 docs_corpus questions and 24, 24, 23, 23 of 24 on git's manual)
 RANK_WEIGHT = 0.2
-# Past FLOOR_CHARS, a unit is read only when it scores at least SCORE_RATIO of the best
-# unit's score, up to the budget: a question one sentence answers reads little more than
-# that sentence, one whose best units score alike reads them all. On the eight dev
-# halves of issue 71 (208 answerable questions, no LLM), the evidence held a gold answer
-# for 178 with a fixed 900 characters (mean 1,085 read), 171 with a fixed 600 (782) and
-# 178 with this stop under a 1,200 budget (805): the same answers in 26% fewer
-# characters. Ratios 0.6-0.9 and floors 200-450 were tried (docs_corpus/performance.md).
+# With a score ratio (settings.evidence_score_ratio), past FLOOR_CHARS a unit is read
+# only when it scores at least that share of the best unit's score, up to the budget: a
+# question one sentence answers reads little more than that sentence, one whose best
+# units score alike reads them all. On the eight dev halves of issue 71 (208 answerable
+# questions, no LLM), the evidence held a gold answer for 178 with a fixed 900
+# characters (mean 1,085 read), 171 with a fixed 600 (782) and 178 with a 0.8 ratio
+# under a 1,200 budget (805). Floors of 200-450 were tried (docs_corpus/performance.md).
 FLOOR_CHARS = 450
-SCORE_RATIO = 0.8
 GAP = "\n[...]\n"  # between units of one passage that were not adjacent
 # A prose sentence ends at . ! or ? followed by space and a capital, digit, quote, bracket
 # or code; never after "e.g." or "i.e.".
@@ -200,7 +199,7 @@ def select(
     used = 0
     best: dict[int, float] = {}
     ranked = sorted(range(len(units)), key=lambda i: -scores[i])
-    enough = ratio * scores[ranked[0]] if ranked else 0.0
+    enough = ratio * scores[ranked[0]] if ranked and ratio > 0 else -math.inf
     floor = budget_chars if floor_chars is None else min(floor_chars, budget_chars)
     for i in ranked:
         if used >= budget_chars or (used >= floor and scores[i] < enough):
@@ -254,11 +253,12 @@ def evidence_for(
     embedder: Embeddings,
     budget_chars: int,
     neighbours: int,
+    ratio: float = 0.0,
 ) -> tuple[list[Passage], int]:
     """What the generator and the verifier read of ``passages`` for ``queries``, and how
     many units they were cut into: the graph's select_evidence step and the verifier
     benchmark (rag eval verifier) both read through this."""
     units = units_of(passages)
     scores = score_units(units, passages, queries, embedder, KEYWORD_WEIGHT)
-    kept = select(passages, units, scores, budget_chars, neighbours, FLOOR_CHARS, SCORE_RATIO)
+    kept = select(passages, units, scores, budget_chars, neighbours, FLOOR_CHARS, ratio)
     return kept, len(units)
