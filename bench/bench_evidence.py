@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 BUDGETS = (600, 900, 1200, 1600)
 # 0 (the default): a fixed budget; above it, evidence_score_ratio past evidence.FLOOR_CHARS
-RATIOS = (0.0, 0.8)
+RATIOS = (0.0, evidence.SCORE_RATIO)
 
 
 def main() -> int:
@@ -96,6 +96,7 @@ def main() -> int:
     ceiling = [holds(" ".join(p.text for p in ps), gold) for _, gold, ps, _ in retrieved]
     whole_chars = statistics.median(sum(len(p.text) for p in ps) for _, _, ps, _ in retrieved)
     rows = []
+    neighbours, floor = settings.evidence_neighbours, evidence.FLOOR_CHARS
     for weight in WEIGHTS:
         scored = [
             evidence.score_units(units, ps, [question], embedder, weight)
@@ -104,7 +105,6 @@ def main() -> int:
         for budget, ratio in itertools.product(BUDGETS, RATIOS):
             held, chars = [], []
             for (_, gold, ps, units), scores in zip(retrieved, scored, strict=True):
-                neighbours, floor = settings.evidence_neighbours, evidence.FLOOR_CHARS
                 kept = evidence.select(ps, units, scores, budget, neighbours, floor, ratio)
                 text = " ".join(p.text for p in kept)
                 held.append(holds(text, gold))

@@ -41,6 +41,7 @@ RANK_WEIGHT = 0.2
 # characters (mean 1,085 read), 171 with a fixed 600 (782) and 178 with a 0.8 ratio
 # under a 1,200 budget (805). Floors of 200-450 were tried (docs_corpus/performance.md).
 FLOOR_CHARS = 450
+SCORE_RATIO = 0.8  # the ratio measured for issue 71; the setting's default, 0, is off
 GAP = "\n[...]\n"  # between units of one passage that were not adjacent
 # A prose sentence ends at . ! or ? followed by space and a capital, digit, quote, bracket
 # or code; never after "e.g." or "i.e.".
